@@ -1,0 +1,1 @@
+"""The ``cn3`` command-line application (Typer)."""

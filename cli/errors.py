@@ -1,0 +1,26 @@
+"""Bad input ends a command with one clear line on stderr and exit code 1, never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from cn3.console import console
+from data_prep.errors import DataError
+
+#: Error types whose message is meant for the user (file, line, what was expected).
+USER_ERRORS: tuple[type[Exception], ...] = (DataError,)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except USER_ERRORS as err:
+        console.print(f"[bold red]error:[/] {err}", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]: nothing was written")
+        raise typer.Exit(130) from None

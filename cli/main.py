@@ -1,0 +1,30 @@
+"""The ``cn3`` application: one Typer app, sub-apps per concern."""
+
+from __future__ import annotations
+
+import typer
+
+import cn3
+from cli.prepare import prepare_command, tasks_command
+
+app = typer.Typer(
+    name="cn3",
+    help="Learn task-specific sentence graphs (CN3), train and inspect graph-based sentence encoders.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("prepare")(prepare_command)
+app.command("tasks")(tasks_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"cn3 {cn3.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """Learn task-specific sentence graphs (CN3), train and inspect graph-based sentence encoders."""

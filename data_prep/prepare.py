@@ -1,0 +1,355 @@
+"""``cn3 prepare``: read a task, annotate it, build vocabularies and graphs, write them atomically.
+
+The output directory is self-describing: ``manifest.json`` (task, sources with sha256, annotator
+and version, counts, vocab sizes, labels, tag scheme, settings, statistics), ``vocab.json``,
+``{split}.pt`` (columnar tensors, :mod:`data_prep.store`), ``{split}.jsonl`` (tokens and
+provenance) and, with ``--embeddings``, ``embeddings.pt``. Everything is written into a hidden
+temporary directory that is renamed into place at the end, so an interrupted run leaves no
+manifest and no half-written dataset. A run whose inputs and settings hash to the manifest's
+``fingerprint`` does nothing ("up to date").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import cn3
+from cn3.atomic import atomic_write_json
+from cn3.console import console, progress
+from data_prep.annotators import default_annotator_name, make_annotator
+from data_prep.errors import DataError
+from data_prep.example import Example
+from data_prep.paths import data_root, default_prepared_dir
+from data_prep.store import encode_split, write_sidecar
+from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
+from data_prep.tasks import custom_spec, get_task
+from data_prep.vocab import Vocab
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class PrepareSettings:
+    """Everything that decides what ``prepare`` writes (all of it is part of the fingerprint).
+
+    Args:
+        task: registry name, or ``custom`` (files, format and columns in ``options``).
+        data: data root (``None``: ``--data``/``CN3_DATA``/``../shared/data``).
+        out: output directory (``None``: ``prepared/<task>[-fold<k>]``).
+        annotator: ``gold``/``spacy``/``stanza``/``none`` (``None``: the task's default).
+        max_len: truncate sentences to this many tokens (``None``: the task's default; 0: never).
+        min_freq: words seen fewer times in train become ``<unk>``.
+        char_len: characters kept per word.
+        embeddings: GloVe/word2vec file whose rows are stored for the lower-cased vocabulary.
+        stanza_dir: local stanza model directory.
+    """
+
+    task: str
+    data: Path | None = None
+    out: Path | None = None
+    annotator: str | None = None
+    max_len: int | None = None
+    min_freq: int = 1
+    char_len: int = 20
+    embeddings: Path | None = None
+    stanza_dir: Path | None = None
+    options: TaskOptions = field(default_factory=TaskOptions)
+    force: bool = False
+
+
+@dataclass
+class PrepareResult:
+    out: Path
+    manifest: dict
+    up_to_date: bool
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def resolve_spec(settings: PrepareSettings) -> TaskSpec:
+    if settings.task == "custom":
+        return custom_spec(settings.options)
+    return get_task(settings.task, settings.options)
+
+
+def default_out_name(spec: TaskSpec, options: TaskOptions) -> str:
+    name = spec.name
+    if spec.name == "trec" and options.fine:
+        name += "-fine"
+    if spec.cv:
+        name += f"-fold{options.fold}"
+    return name
+
+
+def _source_files(spec: TaskSpec, root: Path | None, options: TaskOptions) -> list[Path]:
+    if spec.name == "custom":
+        return [Path(p) for _, p in sorted(options.files.items())]
+    return [root / f for f in spec.files]
+
+
+def _truncate(splits: dict[str, list[Example]], max_len: int) -> int:
+    """Cut every sentence to ``max_len`` tokens; arcs into the cut part are re-attached to the root."""
+    n_cut = 0
+    for examples in splits.values():
+        for ex in examples:
+            for s in ex.sentences:
+                if len(s.tokens) <= max_len:
+                    continue
+                n_cut += 1
+                s.tokens = s.tokens[:max_len]
+                for attr in ("upos", "xpos", "deprels", "tags"):
+                    if getattr(s, attr) is not None:
+                        setattr(s, attr, getattr(s, attr)[:max_len])
+                if s.heads is not None:
+                    s.heads = [h if h <= max_len else 0 for h in s.heads[:max_len]]
+    return n_cut
+
+
+def _label_vocab(spec: TaskSpec, splits: dict[str, list[Example]]) -> Vocab:
+    """Labels (or tags) from the task's fixed inventory or from train; unknown ones in dev/test fail."""
+    if spec.level == "node":
+        counts = Counter(t for ex in splits["train"] for s in ex.sentences for t in s.tags)
+        vocab = Vocab.build(counts, specials=False, fixed=spec.labels)
+        for name, examples in splits.items():
+            for ex in examples:
+                for s in ex.sentences:
+                    bad = next((t for t in s.tags if t not in vocab), None)
+                    if bad is not None:
+                        raise DataError(f"unknown tag {bad!r} in the sentence starting here ({name} split); "
+                                        f"the train split has: {', '.join(vocab.itos)}", ex.source, ex.line)
+        return vocab
+    counts = Counter(ex.label for ex in splits["train"])
+    fixed = spec.labels if spec.labels is not None else sorted(counts)
+    vocab = Vocab.build(counts, specials=False, fixed=fixed)
+    for name, examples in splits.items():
+        for ex in examples:
+            if ex.label not in vocab:
+                raise DataError(f"unknown label {ex.label!r} ({name} split); expected one of: "
+                                f"{', '.join(vocab.itos)}", ex.source, ex.line)
+    return vocab
+
+
+def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool) -> dict:
+    train_sents = [s for ex in splits["train"] for s in ex.sentences]
+    words = Counter(t for s in train_sents for t in s.tokens)
+    lower = Counter()
+    chars = Counter()
+    for w, c in words.items():
+        lower[w.lower()] += c
+        for ch in w[: settings.char_len]:
+            chars[ch] += c
+    vocabs = {
+        "word": Vocab.build(words, settings.min_freq),
+        "lower": Vocab.build(lower, settings.min_freq),
+        "chars": Vocab.build(chars),
+        "labels": _label_vocab(spec, splits),
+    }
+    if use_pos:
+        vocabs["upos"] = Vocab.build(Counter(p for s in train_sents for p in s.upos))
+    if use_deps:
+        vocabs["rel"] = Vocab.build(Counter(r for s in train_sents for r in (s.deprels or ["_"] * len(s))))
+    return vocabs
+
+
+def _percentiles(lengths: list[int]) -> dict:
+    if not lengths:
+        return {}
+    arr = np.asarray(lengths)
+    return {"mean": round(float(arr.mean()), 1), "p50": int(np.percentile(arr, 50)),
+            "p90": int(np.percentile(arr, 90)), "p99": int(np.percentile(arr, 99)), "max": int(arr.max())}
+
+
+def _statistics(spec, splits, vocabs, vectors) -> dict:
+    stats: dict = {"splits": {}}
+    train_lower = vocabs["lower"]
+    for name, examples in splits.items():
+        sents = [s for ex in examples for s in ex.sentences]
+        tokens = [t.lower() for s in sents for t in s.tokens]
+        if spec.level == "node":
+            labels = Counter(t for s in sents for t in s.tags)
+        else:
+            labels = Counter(ex.label for ex in examples)
+        entry = {
+            "examples": len(examples),
+            "sentences": len(sents),
+            "tokens": len(tokens),
+            "labels": dict(labels.most_common()),
+            "length": _percentiles([len(s) for s in sents]),
+            "oov_vocab_tokens": round(sum(t not in train_lower for t in tokens) / max(len(tokens), 1), 4),
+        }
+        if vectors is not None:
+            types = set(tokens)
+            kti = vectors.key_to_index
+            entry["oov_embeddings_tokens"] = round(sum(t not in kti for t in tokens) / max(len(tokens), 1), 4)
+            entry["oov_embeddings_types"] = round(sum(t not in kti for t in types) / max(len(types), 1), 4)
+        stats["splits"][name] = entry
+    return stats
+
+
+def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash) -> str:
+    payload = {
+        "format": FORMAT_VERSION, "cn3": cn3.__version__, "task": spec.name,
+        "options": settings.options.as_dict(), "sources": sources, "annotator": annotator_name,
+        "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
+        "char_len": settings.char_len, "embeddings": emb_hash,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _is_complete(out: Path, manifest: dict) -> bool:
+    return all((out / f"{split}.pt").is_file() for split in manifest.get("counts", {}))
+
+
+def read_manifest(out: Path) -> dict | None:
+    path = Path(out) / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _annotate(annotator, splits) -> tuple[int, float]:
+    sentences = [s for examples in splits.values() for ex in examples for s in ex.sentences]
+    start = time.perf_counter()
+    with progress() as bar:
+        task = bar.add_task(f"annotating ({annotator.name})", total=len(sentences), rate="")
+
+        def on_progress(done: int) -> None:
+            elapsed = time.perf_counter() - start
+            bar.update(task, completed=done, rate=f"{done / max(elapsed, 1e-9):,.0f} sent/s")
+
+        annotator.annotate(sentences, on_progress)
+    return len(sentences), time.perf_counter() - start
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by ``tmp`` with renames only (the old dataset survives until the new one is in)."""
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def prepare(settings: PrepareSettings) -> PrepareResult:
+    """Prepare ``settings.task``; see the module docstring. Raises ``DataError`` on bad input."""
+    options = settings.options
+    spec = resolve_spec(settings)
+    root = None if spec.name == "custom" else data_root(settings.data)
+    out = Path(settings.out) if settings.out else default_prepared_dir(default_out_name(spec, options))
+
+    sources_paths = _source_files(spec, root, options)
+    for path in sources_paths:
+        if not path.exists():
+            raise DataError("file not found (set the data root with --data or CN3_DATA)", path)
+    sources = [{"path": str(p), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in sources_paths]
+
+    annotator_name = settings.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
+    annotator = make_annotator(annotator_name, stanza_dir=settings.stanza_dir)
+    max_len = spec.max_len if settings.max_len is None else (settings.max_len or None)
+    emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
+    if settings.embeddings and not Path(settings.embeddings).is_file():
+        raise DataError("embeddings file not found", settings.embeddings)
+    fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash)
+
+    previous = read_manifest(out)
+    if previous and previous.get("fingerprint") == fingerprint and _is_complete(out, previous) and not settings.force:
+        return PrepareResult(out, previous, up_to_date=True)
+    if out.exists() and not out.is_dir():
+        raise DataError("output path exists and is not a directory", out)
+    if out.is_dir() and previous is None and any(out.iterdir()):
+        raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
+                        "(choose another --out)", out)
+
+    with console.status(f"reading {spec.name}"):
+        splits = spec.load(root, options)
+    splits = {name: splits[name] for name in SPLITS if name in splits}
+    if not splits.get("train"):
+        raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
+    n_truncated = _truncate(splits, max_len) if max_len else 0
+
+    n_sentences, seconds = _annotate(annotator, splits)
+    use_pos = "pos" in annotator.provides and not spec.label_is_pos
+    use_deps = "deps" in annotator.provides
+
+    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
+    vectors = None
+    if settings.embeddings:
+        from data_prep.embeddings import embedding_matrix, load_vectors
+
+        with console.status("loading word vectors"):
+            vectors = load_vectors(settings.embeddings)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        counts = {}
+        for name, examples in splits.items():
+            tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps)
+            torch.save(tensors, tmp / f"{name}.pt")
+            write_sidecar(tmp / f"{name}.jsonl", examples)
+            counts[name] = {"examples": len(examples),
+                            "tokens": sum(len(s) for ex in examples for s in ex.sentences)}
+        atomic_write_json(tmp / "vocab.json", {k: v.to_dict() for k, v in vocabs.items()})
+        embeddings_info = None
+        if vectors is not None:
+            matrix, found = embedding_matrix(vectors, vocabs["lower"])
+            torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)},
+                       tmp / "embeddings.pt")
+            embeddings_info = {"path": str(settings.embeddings), "sha256": emb_hash, "dim": int(matrix.shape[1]),
+                               "vocab_found": int(found.sum()), "vocab_size": len(found)}
+        stats = _statistics(spec, splits, vocabs, vectors)
+        stats["truncated_sentences"] = n_truncated
+        stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
+                               "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
+        manifest = {
+            "format": FORMAT_VERSION,
+            "cn3_version": cn3.__version__,
+            "task": spec.name,
+            "level": spec.level,
+            "description": spec.description,
+            "notes": spec.notes,
+            "sources": sources,
+            "annotator": {"name": annotator.name, "version": annotator.version,
+                          "provides": sorted(annotator.provides), "pos_input": use_pos, "trees": use_deps},
+            "counts": counts,
+            "vocab_sizes": {k: len(v) for k, v in vocabs.items()},
+            "labels": vocabs["labels"].itos,
+            "tag_scheme": spec.tag_scheme,
+            "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
+            "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
+                         "options": options.as_dict()},
+            "embeddings": embeddings_info,
+            "statistics": stats,
+            "fingerprint": fingerprint,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete dataset
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PrepareResult(out, manifest, up_to_date=False)

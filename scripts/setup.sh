@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv and install cn3 with its dependencies; does nothing when already up to date.
+# torch is installed first and pinned (TORCH_SPEC, default the local CPU build torch==2.13.0), so the
+# range in pyproject.toml is already satisfied and pip never pulls another (multi-GB CUDA) torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+stamp=.venv/.cn3-installed
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -nt "$stamp" ]; then
+    echo "setup: installing into .venv (log: .venv/setup.log)" >&2
+    {
+        .venv/bin/pip install --disable-pip-version-check "$TORCH_SPEC" &&
+        .venv/bin/pip install --disable-pip-version-check -e ".[spacy,dev]"
+    } >.venv/setup.log 2>&1 || { tail -n 30 .venv/setup.log >&2; exit 1; }
+    touch "$stamp"
+fi
