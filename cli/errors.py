@@ -8,10 +8,11 @@ from contextlib import contextmanager
 import typer
 
 from cn3.console import console
+from cn3.config import ConfigError
 from data_prep.errors import DataError
 
 #: Error types whose message is meant for the user (file, line, what was expected).
-USER_ERRORS: tuple[type[Exception], ...] = (DataError,)
+USER_ERRORS: tuple[type[Exception], ...] = (DataError, ConfigError)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ import typer
 
 import cn3
 from cli.prepare import prepare_command, tasks_command
+from cli.train import evaluate_command, predict_command, train_command
 
 app = typer.Typer(
     name="cn3",
@@ -16,6 +17,9 @@ app = typer.Typer(
 )
 app.command("prepare")(prepare_command)
 app.command("tasks")(tasks_command)
+app.command("train")(train_command)
+app.command("evaluate")(evaluate_command)
+app.command("predict")(predict_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,169 @@
+"""``cn3 train``, ``cn3 evaluate``, ``cn3 predict``: the CN3 learner from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from cli.errors import user_errors
+from cn3.console import console
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Split(str, Enum):
+    dev = "dev"
+    test = "test"
+    train = "train"
+
+
+def default_run_dir(cfg) -> Path:
+    name = f"{cfg.data.task}-{cfg.model.encoder}"
+    if cfg.data.task in ("mr", "subj", "cr", "mpqa"):
+        name += f"-fold{cfg.data.fold}"
+    return Path("runs") / f"{name}-seed{cfg.train.seed}"
+
+
+def train_command(
+    task: str = typer.Option(None, "--task", "-t", help="Task to train on (`cn3 tasks`); its tuned config "
+                             "configs/<task>.yaml is used unless --config is given."),
+    config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False, help="YAML run config."),
+    overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
+                                        "--set model.graph_layers=2 --set train.optimizer=adam (repeatable)."),
+    prepared: Path = typer.Option(None, "--prepared", help="A directory from `cn3 prepare` (else prepared on the fly)."),
+    data: Path = typer.Option(None, "--data", help="Data root [default: $CN3_DATA or ../shared/data]."),
+    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory [default: runs/<task>-<encoder>-seed<S>]."),
+    seed: int = typer.Option(None, "--seed", help="Random seed (train.seed)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt."),
+    device: Device = typer.Option(Device.auto, "--device", help="auto = CUDA when available, else CPU."),
+) -> None:
+    """Train a sentence-graph model; the run directory keeps config, log, metrics and checkpoints.
+
+    Examples:
+
+        cn3 train --task trec
+
+        cn3 train --task snli --set model.encoder=bilstm      # the paper's ablation without the graph
+
+        cn3 train --task conll2003 --set model.edge_attrs=true # "Dep": parser relations as edge attributes
+
+        cn3 train --task trec --run-dir runs/trec-a --resume   # after Ctrl-C
+    """
+    from cn3.resolve import resolve_config
+    from cn3.trainer import train
+
+    with user_errors():
+        if task is None and config is None:
+            raise typer.BadParameter("give --task or --config")
+        cfg = resolve_config(task, config, {"data.prepared": prepared, "data.data": data, "train.seed": seed},
+                             overrides or [])
+        try:
+            train(cfg, run_dir or default_run_dir(cfg), resume=resume, device_name=device.value)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+def evaluate_command(
+    run: Path = typer.Argument(..., help="A run directory from `cn3 train`."),
+    split: Split = typer.Option(Split.dev, "--split", help="Split of the run's prepared dataset."),
+    file: Path = typer.Option(None, "--file", exists=True, dir_okay=False,
+                              help="Score this file instead (any file in the task's format)."),
+    report: bool = typer.Option(False, "--report", help="Print the per-label report."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Score a trained run: accuracy, span F1 (chunking, NER) or token accuracy (POS)."""
+    from rich.table import Table
+
+    from cn3.inference import examples_dataset, read_task_file
+    from cn3.run_dir import RunDir
+    from cn3.trainer import evaluate_dataset, load_model, resolve_device
+    from data_prep.dataset import load_prepared
+
+    with user_errors():
+        dev = resolve_device(device.value)
+        loaded = load_model(RunDir(run), dev)
+        manifest = loaded.manifest
+        if file is not None:
+            dataset = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest, with_labels=True)
+            what = str(file)
+        else:
+            prepared = _prepared_dir(loaded)
+            ds = load_prepared(prepared)
+            if split.value not in ds.splits:
+                raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
+            dataset, what = ds.splits[split.value], f"{split.value} ({prepared})"
+        labels = loaded.vocabs["labels"].itos
+        result = evaluate_dataset(loaded.model, dataset, labels, manifest["level"], manifest.get("tag_scheme"), dev)
+    console.print(f"{manifest['task']} {what}: {result['metric']} [bold]{result['score']:.2f}[/] "
+                  f"({len(dataset):,} items)")
+    if report:
+        table = Table()
+        for col in ("label", "precision", "recall", "f1", "support"):
+            table.add_column(col, justify="right")
+        for label, r in result["per_label"].items():
+            table.add_row(label, f"{r['precision']:.1f}", f"{r['recall']:.1f}", f"{r['f1']:.1f}",
+                          str(r["support"]))
+        console.print(table)
+    print(json.dumps({"task": manifest["task"], "data": what, "metric": result["metric"],
+                      "score": round(result["score"], 2)}))
+
+
+def _prepared_dir(loaded) -> Path:
+    """The prepared dataset a run was trained on (from its config; checked against the fingerprint)."""
+    from cn3.trainer import ensure_prepared
+    from data_prep.prepare import read_manifest
+
+    cfg = loaded.config
+    path = ensure_prepared(cfg) if not cfg.data.prepared else Path(cfg.data.prepared)
+    manifest = read_manifest(path)
+    if manifest is None or manifest.get("fingerprint") != loaded.manifest.get("fingerprint"):
+        from cn3.config import ConfigError
+
+        raise ConfigError(f"{path} is not the dataset this run was trained on (vocabularies may differ); "
+                          "score a file with --file instead")
+    return path
+
+
+def predict_command(
+    run: Path = typer.Argument(..., help="A run directory from `cn3 train`."),
+    texts: list[str] = typer.Argument(None, help="Text to label; for pair tasks give two texts (premise, hypothesis)."),
+    file: Path = typer.Option(None, "--file", "-f", exists=True, dir_okay=False,
+                              help="One text per line (pairs: premise<TAB>hypothesis); JSONL goes to stdout."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Label new text with a trained run: a class per text, or a tag per token."""
+    from cn3.inference import examples_dataset, text_examples
+    from cn3.run_dir import RunDir
+    from cn3.trainer import load_model, predict, resolve_device
+    from data_prep.textio import read_lines
+
+    with user_errors():
+        dev = resolve_device(device.value)
+        loaded = load_model(RunDir(run), dev)
+        level = loaded.manifest["level"]
+        if file is not None:
+            lines = [line for _, line in read_lines(file)]
+            examples = text_examples(lines, level, str(file))
+        elif texts:
+            joined = ["\t".join(texts)] if level == "pair" else texts
+            examples = text_examples(joined, level)
+        else:
+            raise typer.BadParameter("give a text or --file")
+        dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
+        preds, _ = predict(loaded.model, dataset, dev)
+    labels = loaded.vocabs["labels"].itos
+    for ex, p in zip(examples, preds):
+        tokens = [s.tokens for s in ex.sentences]
+        if level == "node":
+            record = {"tokens": tokens[0], "tags": [labels[t] for t in p]}
+        else:
+            record = {"tokens": tokens if level == "pair" else tokens[0], "label": labels[p]}
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -1,0 +1,152 @@
+"""The one attention kernel: masks, masked softmax, weighted sum and gated mixing.
+
+Pure functions without parameters, shared by the CN3 dynamic-graph layer (additive energies,
+``(B, N, N)``) and the NMT encoders (scaled dot-product energies, ``(B, H, N, N)``). Every model
+computes its own energy and hands it here, so masking has one definition everywhere:
+
+* the key axis is always the last one and the query axis the one before it;
+* a masked key gets weight exactly 0, and a query row whose keys are all masked (a padded query,
+  an empty sentence) gets all-zero weights and zero gradients, never NaN.
+
+The hybrid local/global encoder (Xu et al., ACL 2019) takes both distributions from the SAME
+energy ``E = QK^T / sqrt(d)``::
+
+    global_w = masked_softmax(E, key_mask)                            # global attention
+    local_w = masked_softmax(E, key_mask, band=band_mask(N, m, dev))  # eq. 3: window m
+    out = gated_mix(attend(local_w, V), attend(global_w, V), gate)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
+    """``(B, N)`` bool mask, True at real tokens, from sentence lengths.
+
+    Args:
+        lengths: ``(B,)`` integer lengths.
+        max_len: ``N``; defaults to ``lengths.max()``.
+    """
+    if max_len is None:
+        max_len = int(lengths.max()) if lengths.numel() else 0
+    positions = torch.arange(max_len, device=lengths.device)
+    return positions < lengths.unsqueeze(-1)  # (B, N)
+
+
+def band_mask(n: int, window: int, device: torch.device | str | None = None) -> Tensor:
+    """``(N, N)`` bool mask, True where ``|i - j| <= window``.
+
+    Xu et al. (2019), eq. 3: local attention over the window ``[i - m, i + m]``; ``window=0``
+    keeps only the token itself and ``window >= N - 1`` is global attention.
+    """
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    positions = torch.arange(n, device=device)
+    return (positions[:, None] - positions[None, :]).abs() <= window  # (N, N)
+
+
+def _batch_view(mask: Tensor, ndim: int, axis: int) -> Tensor:
+    """View a ``(B, N)`` mask as ``(B, 1, ..., N at axis, ...)`` so it skips head axes."""
+    if mask.dim() == ndim:
+        return mask
+    shape = [mask.shape[0]] + [1] * (ndim - 1)
+    shape[axis] = mask.shape[1]
+    return mask.view(shape)
+
+
+def _allowed(energy: Tensor, key_mask: Tensor | None, band: Tensor | None,
+             query_mask: Tensor | None) -> Tensor | None:
+    """All masks and-ed into one bool tensor that broadcasts against ``energy``."""
+    masks = []
+    if key_mask is not None:
+        masks.append(_batch_view(key_mask, energy.dim(), -1))  # (B, ..., 1, Nk)
+    if band is not None:
+        masks.append(band)  # (Nq, Nk)
+    if query_mask is not None:
+        masks.append(_batch_view(query_mask, energy.dim(), -2))  # (B, ..., Nq, 1)
+    if not masks:
+        return None
+    allowed = masks[0]
+    for mask in masks[1:]:
+        allowed = allowed & mask
+    return allowed
+
+
+class _MaskedSoftmax(torch.autograd.Function):
+    """Softmax over allowed keys that saves only its output.
+
+    ``where(any_allowed, softmax(masked_fill(E)), 0)`` in plain autograd keeps two ``(..., N, N)``
+    tensors alive per call (the softmax output and the masked result). At N = 2,500 each is 25 MB,
+    so doing it here and reusing the softmax backward formula on the final weights halves that.
+    """
+
+    @staticmethod
+    def forward(ctx, energy: Tensor, allowed: Tensor) -> Tensor:
+        weights = energy.masked_fill(~allowed, torch.finfo(energy.dtype).min)
+        # In place on our own copy: no second (..., Nq, Nk) temporary.
+        weights.sub_(weights.amax(dim=-1, keepdim=True)).exp_()
+        weights.div_(weights.sum(dim=-1, keepdim=True))
+        # A masked key in a row with a real key is already exactly 0 (exp underflows); this
+        # zeroes masked keys of fully masked rows, which came out uniform.
+        weights.masked_fill_(~allowed, 0.0)
+        ctx.save_for_backward(weights)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad_weights: Tensor) -> tuple[Tensor, None]:
+        (weights,) = ctx.saved_tensors
+        # d softmax: w * (g - <g, w>); zero weights (masked keys, empty rows) give zero gradient.
+        dot = (grad_weights * weights).sum(dim=-1, keepdim=True)
+        return (grad_weights - dot).mul_(weights), None
+
+
+def masked_softmax(energy: Tensor, key_mask: Tensor | None = None, band: Tensor | None = None,
+                   query_mask: Tensor | None = None, dropout_p: float = 0.0,
+                   training: bool = False) -> Tensor:
+    """Softmax over the last (key) axis with masked keys at exactly 0 weight.
+
+    Args:
+        energy: ``(..., Nq, Nk)`` scores, e.g. ``(B, N, N)`` or ``(B, H, N, N)``.
+        key_mask: True at keys that may be attended: ``(B, Nk)`` (broadcast over heads and
+            queries) or any shape that broadcasts against ``energy``.
+        band: ``(Nq, Nk)`` bool pair mask, e.g. :func:`band_mask` or a causal mask.
+        query_mask: True at real queries, ``(B, Nq)``; other rows come out all zero.
+        dropout_p: attention dropout, applied after masking, only when ``training``.
+
+    Shapes:
+        returns weights like ``energy``; each row sums to 1 over its allowed keys, or is all
+        zeros when it has none.
+    """
+    allowed = _allowed(energy, key_mask, band, query_mask)
+    if allowed is None:
+        weights = torch.softmax(energy, dim=-1)
+    else:
+        weights = _MaskedSoftmax.apply(energy, allowed)
+    return F.dropout(weights, dropout_p, training) if dropout_p > 0.0 else weights
+
+
+def attend(weights: Tensor, values: Tensor) -> Tensor:
+    """``out_i = sum_k w_ik v_k``: ``(..., Nq, Nk) x (..., Nk, d) -> (..., Nq, d)``."""
+    return torch.matmul(weights, values)
+
+
+def attention(energy: Tensor, values: Tensor, key_mask: Tensor | None = None,
+              band: Tensor | None = None, query_mask: Tensor | None = None,
+              dropout_p: float = 0.0, training: bool = False) -> tuple[Tensor, Tensor]:
+    """:func:`masked_softmax` then :func:`attend`.
+
+    Returns:
+        ``(output (..., Nq, d), weights (..., Nq, Nk))``; the weights are returned before
+        dropout, for inspection.
+    """
+    weights = masked_softmax(energy, key_mask, band, query_mask)
+    dropped = F.dropout(weights, dropout_p, training) if dropout_p > 0.0 else weights
+    return attend(dropped, values), weights
+
+
+def gated_mix(a: Tensor, b: Tensor, gate: Tensor) -> Tensor:
+    """``gate * a + (1 - gate) * b``; ``gate`` in [0, 1] broadcasts (scalar, per node, per unit)."""
+    return gate * a + (1.0 - gate) * b

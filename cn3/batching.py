@@ -1,0 +1,132 @@
+"""From PyG graphs to padded dense tensors, and length-bucketed batch orders.
+
+Sentences are PyG ``Data`` (or ``PairData``) objects (see :mod:`data_prep.store`). A batch is
+collated with ``Batch.from_data_list`` and densified with ``to_dense_batch`` (node attributes) and
+``to_dense_adj`` (the edge-type matrix ``e_ik``), which is what CN3 needs: it scores every pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import to_dense_adj, to_dense_batch
+
+NODE_ATTRS = ("word", "lower", "chars", "spell", "upos")
+
+
+@dataclass
+class SideBatch:
+    """One sentence per row, padded to the longest. ``mask`` is True on real words.
+
+    Shapes: ``word``, ``lower``, ``upos``: ``(B, N)``; ``chars``: ``(B, N, C)``; ``spell``: ``(B, N, F)``;
+    ``mask``: ``(B, N)``; ``edge_type``: ``(B, N, N)`` (0 = no arc) or ``None`` without trees.
+    """
+
+    word: Tensor
+    lower: Tensor
+    chars: Tensor
+    spell: Tensor
+    mask: Tensor
+    upos: Tensor | None = None
+    edge_type: Tensor | None = None
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.mask.sum(1)
+
+    def to(self, device) -> SideBatch:
+        return SideBatch(**{f.name: (v.to(device, non_blocking=True) if v is not None else None)
+                            for f in fields(self) for v in [getattr(self, f.name)]})
+
+
+@dataclass
+class GraphBatch:
+    """A batch of items: ``a`` (and ``b`` for pairs), labels ``y`` (``(B,)`` class ids or ``(B, N)``
+    tag ids, 0 under padding) and ``index`` ``(B,)``, the items' positions in their dataset."""
+
+    a: SideBatch
+    b: SideBatch | None
+    y: Tensor
+    index: Tensor
+
+    def to(self, device) -> GraphBatch:
+        return GraphBatch(self.a.to(device), self.b.to(device) if self.b is not None else None,
+                          self.y.to(device), self.index)
+
+    def __len__(self) -> int:
+        return self.y.shape[0]
+
+
+def _side(batch: Batch, suffix: str, vector: Tensor) -> tuple[SideBatch, Tensor]:
+    """Densify one side. ``vector`` maps each node to its item in the batch."""
+    size = int(vector.max()) + 1 if vector.numel() else 0
+    dense = {}
+    mask = None
+    for name in NODE_ATTRS:
+        value = getattr(batch, name + suffix, None)
+        if value is None:
+            continue
+        dense[name], mask = to_dense_batch(value, vector, batch_size=size)
+    edge_index = getattr(batch, "edge_index" + suffix, None)
+    if edge_index is not None:
+        dense["edge_type"] = to_dense_adj(edge_index, vector, edge_attr=getattr(batch, "edge_type" + suffix),
+                                          max_num_nodes=mask.shape[1], batch_size=size)
+    return SideBatch(mask=mask, **dense), mask
+
+
+def collate(items: list[Data], indices: list[int] | None = None) -> GraphBatch:
+    """Collate dataset items (all ``Data`` or all ``PairData``) into a :class:`GraphBatch`."""
+    index = torch.tensor(indices if indices is not None else range(len(items)), dtype=torch.long)
+    if hasattr(items[0], "word_a"):
+        batch = Batch.from_data_list(items, follow_batch=["word_a", "word_b"])
+        a, _ = _side(batch, "_a", batch.word_a_batch)
+        b, _ = _side(batch, "_b", batch.word_b_batch)
+        return GraphBatch(a, b, batch.y, index)
+    batch = Batch.from_data_list(items)
+    a, mask = _side(batch, "", batch.batch)
+    y = batch.y
+    if y.numel() != len(items):  # tagging: one label per node
+        y, _ = to_dense_batch(y, batch.batch, fill_value=0, max_num_nodes=mask.shape[1])
+    return GraphBatch(a, None, y, index)
+
+
+def item_lengths(dataset) -> list[int]:
+    """Longest side of each item, read from the store's offsets (no graphs are built)."""
+    t = dataset.t
+    lengths = (t["a.ptr"][1:] - t["a.ptr"][:-1])
+    if "b.ptr" in t:
+        lengths = torch.maximum(lengths, t["b.ptr"][1:] - t["b.ptr"][:-1])
+    return lengths.tolist()
+
+
+def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: int = 0,
+                     max_tokens: int | None = None, pool: int = 50) -> list[list[int]]:
+    """Batches of item indices grouping similar lengths (less padding, faster dense layers).
+
+    Items are shuffled (with ``seed``), cut into pools of ``pool * batch_size``, sorted by length
+    inside a pool and split into batches; the batch order is shuffled again. The result depends only
+    on ``(lengths, batch_size, shuffle, seed)``, which is what exact resume relies on. ``max_tokens``
+    additionally caps ``batch rows * longest item`` (long documents get smaller batches).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(lengths), generator=generator).tolist() if shuffle else list(range(len(lengths)))
+    batches: list[list[int]] = []
+    step = pool * batch_size
+    for start in range(0, len(order), step):
+        chunk = sorted(order[start : start + step], key=lambda i: lengths[i])
+        current: list[int] = []
+        for i in chunk:
+            longest = lengths[i]  # the chunk is sorted, so the newest item is the longest
+            if current and (len(current) >= batch_size or (max_tokens and longest * (len(current) + 1) > max_tokens)):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+    if shuffle:
+        perm = torch.randperm(len(batches), generator=generator).tolist()
+        batches = [batches[i] for i in perm]
+    return batches

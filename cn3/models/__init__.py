@@ -1,0 +1,1 @@
+"""Models: node encoders, sentence encoders and heads."""

@@ -1,0 +1,126 @@
+"""Node attributes -> node vectors: the paper's word, character, POS and spelling attributes.
+
+CN3 (Liu et al., 2019), "Graph Construction": a node carries the word, its POS tag, its
+characters and spelling features ("Spell"); the context layer then adds local (sequential) bias.
+:class:`NodeEncoder` embeds each attribute and concatenates them into ``x`` (the input of the
+context layer); the attribute part alone is ``v``, the ``v_i``/``v_k`` of the energy
+``s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik])``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from cn3.batching import SideBatch
+
+
+@dataclass
+class NodeEncoderSizes:
+    """Vocabulary sizes a node encoder needs (from the prepared dataset)."""
+
+    n_words: int
+    n_chars: int
+    n_upos: int
+    n_spell: int
+
+
+class CharCNN(nn.Module):
+    """Character CNN with max-pooling over the characters of each word (Ma & Hovy, 2016).
+
+    Shapes: ``chars (B, N, C)`` long (0 = padding) -> ``(B, N, out_dim)``.
+    """
+
+    def __init__(self, n_chars: int, char_dim: int, out_dim: int, width: int = 3):
+        super().__init__()
+        self.embed = nn.Embedding(n_chars, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+
+    def forward(self, chars: Tensor) -> Tensor:
+        b, n, c = chars.shape
+        x = self.embed(chars.view(b * n, c)).transpose(1, 2)  # (B*N, char_dim, C)
+        h = self.conv(x)  # (B*N, out, C)
+        h = h.masked_fill((chars.view(b * n, 1, c) == 0), float("-inf")).amax(-1)  # (B*N, out)
+        return torch.nan_to_num(h, neginf=0.0).view(b, n, -1)  # words with no characters -> 0
+
+
+class CharLSTM(nn.Module):
+    """Character BiLSTM, final states of both directions (Lample et al., 2016).
+
+    Shapes: ``chars (B, N, C)`` long -> ``(B, N, out_dim)`` (``out_dim`` even).
+    """
+
+    def __init__(self, n_chars: int, char_dim: int, out_dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(n_chars, char_dim, padding_idx=0)
+        self.lstm = nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
+
+    def forward(self, chars: Tensor) -> Tensor:
+        b, n, c = chars.shape
+        flat = chars.view(b * n, c)
+        lengths = (flat != 0).sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(flat), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        _, (h, _) = self.lstm(packed)  # (2, B*N, out/2)
+        return torch.cat([h[0], h[1]], -1).view(b, n, -1)
+
+
+class NodeEncoder(nn.Module):
+    """Embeds node attributes.
+
+    Args:
+        sizes: vocabulary sizes.
+        word_dim: word embedding size (the pretrained vectors' size when given).
+        pretrained: ``(n_words, word_dim)`` vectors for the lower-cased vocabulary, or ``None``.
+        freeze: keep the word embeddings fixed.
+        char: ``"none"``, ``"cnn"`` or ``"lstm"``; ``char_dim``/``char_out`` its sizes.
+        pos_dim: POS embedding size (0 = no POS attribute).
+        spell_dim: spelling projection size (0 = no spelling attribute).
+        dropout: on the concatenated vector.
+
+    Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)`` where ``x`` is
+    ``[word; attributes]`` and ``v`` the attribute part only.
+    """
+
+    def __init__(self, sizes: NodeEncoderSizes, word_dim: int, pretrained: Tensor | None = None,
+                 freeze: bool = False, char: str = "none", char_dim: int = 30, char_out: int = 50,
+                 pos_dim: int = 0, spell_dim: int = 0, dropout: float = 0.0):
+        super().__init__()
+        self.word = nn.Embedding(sizes.n_words, word_dim, padding_idx=0)
+        self.pretrained = pretrained
+        self.freeze = freeze
+        self.char = {"none": None, "cnn": CharCNN, "lstm": CharLSTM}[char]
+        if self.char is not None:
+            self.char = self.char(sizes.n_chars, char_dim, char_out)
+        self.pos = nn.Embedding(sizes.n_upos, pos_dim, padding_idx=0) if pos_dim else None
+        self.spell = nn.Linear(sizes.n_spell, spell_dim) if spell_dim else None
+        self.dropout = nn.Dropout(dropout)
+        self.attr_dim = (char_out if self.char is not None else 0) + pos_dim + spell_dim
+        self.out_dim = word_dim + self.attr_dim
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Uniform in [-0.1, 0.1] (the paper), then the pretrained vectors where they exist."""
+        for p in self.parameters():
+            nn.init.uniform_(p, -0.1, 0.1)
+        with torch.no_grad():
+            if self.pretrained is not None:
+                found = self.pretrained.abs().sum(1) > 0
+                self.word.weight[found] = self.pretrained[found].to(self.word.weight)
+            self.word.weight[0].zero_()
+        self.word.weight.requires_grad_(not self.freeze)
+
+    def forward(self, side: SideBatch) -> tuple[Tensor, Tensor | None]:
+        attrs = []
+        if self.char is not None:
+            attrs.append(self.char(side.chars))  # (B, N, char_out)
+        if self.pos is not None:
+            attrs.append(self.pos(side.upos))  # (B, N, pos_dim)
+        if self.spell is not None:
+            attrs.append(torch.tanh(self.spell(side.spell)))  # (B, N, spell_dim)
+        words = self.word(side.lower)  # (B, N, word_dim)
+        v = torch.cat(attrs, -1) if attrs else None
+        x = torch.cat([words, v], -1) if v is not None else words
+        return self.dropout(x), (self.dropout(v) if v is not None else None)

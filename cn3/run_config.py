@@ -1,0 +1,123 @@
+"""The configuration of a training run: data, model and trainer sections.
+
+``configs/<task>.yaml`` holds the tuned values per task; anything not given takes the defaults
+below; ``--set section.key=value`` overrides either. The resolved config is saved in the run
+directory and in every checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cn3.config import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Which prepared dataset to train on (prepared on the fly when missing or stale).
+
+    Args:
+        task: registry name (``cn3 tasks``).
+        prepared: a prepared directory; ``None`` = ``prepared/<task>[-fold<k>]``.
+        data: data root; ``None`` = ``$CN3_DATA`` or ``../shared/data``.
+        annotator: ``None`` = the task's default.
+        embeddings: word vectors file (GloVe text); ``None`` = random initialisation.
+        max_len: truncation (``None`` = the task's default).
+        fold: test fold of cross-validated tasks.
+        fine: TREC fine labels.
+        min_freq: rarer train words become ``<unk>``.
+    """
+
+    task: str = "snli"
+    prepared: Path | None = None
+    data: Path | None = None
+    annotator: str | None = None
+    embeddings: Path | None = None
+    max_len: int | None = None
+    fold: int = 0
+    fine: bool = False
+    min_freq: int = 1
+
+
+@dataclass
+class ModelConfig:
+    """The network. Table 3 of the CN3 paper names the variants; each is a setting here:
+
+    * ``CN3``: ``encoder: cn3``, ``context: lstm``;
+    * ``+POS``: ``pos_dim > 0``; ``+char``: ``char: cnn``; ``+char+Spell``: also ``spell_dim > 0``;
+    * ``Dep``: ``edge_attrs: true`` (dependency relation and direction as ``e_ik``).
+
+    Other encoders share the heads and trainer: ``bilstm`` (context layer only, the paper's
+    ablation), ``nbow``, ``cnn``, ``transformer``, ``gcn`` (graph convolution over the parse).
+    """
+
+    encoder: Literal["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"] = "cn3"
+    word_dim: int = 50
+    freeze_embeddings: bool = False
+    char: Literal["none", "cnn", "lstm"] = "none"
+    char_dim: int = 30
+    char_out: int = 50
+    pos_dim: int = 0
+    spell_dim: int = 0
+    context: Literal["lstm", "cnn", "none"] = "lstm"
+    context_layers: int = 1
+    hidden: int = 150
+    graph_layers: int = 1
+    energy_dim: int = 100
+    edge_attrs: bool = False
+    edge_dim: int = 32
+    heads: int = 4
+    mlp_hidden: int = 300
+    dropout: float = 0.3
+    init_range: float = 0.1
+
+    def validate(self) -> None:
+        for name in ("word_dim", "hidden", "energy_dim", "mlp_hidden"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.encoder in ("cn3", "transformer", "gcn") and self.graph_layers < 1:
+            raise ConfigError(f"model.graph_layers must be >= 1 for encoder {self.encoder}")
+
+
+@dataclass
+class TrainConfig:
+    """The trainer. AdaDelta is the paper's optimiser (lr 1.0, rho 0.95); Adam is selectable.
+
+    ``patience``: stop after this many evaluations without a better dev score.
+    ``max_tokens``: cap on ``rows * longest item`` per batch (long documents get smaller batches).
+    ``max_steps``: stop after this many updates (0 = no limit), for short runs and tests.
+    ``checkpoint_every``: also write ``latest.pt`` every this many updates (0 = at evaluations,
+    epoch ends and Ctrl-C only).
+    """
+
+    optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
+    lr: float = 1.0
+    weight_decay: float = 0.0
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    max_tokens: int = 0
+    epochs: int = 20
+    max_steps: int = 0
+    patience: int = 5
+    clip: float = 5.0
+    seed: int = 1
+    evals_per_epoch: int = 1
+    checkpoint_every: int = 0
+    num_threads: int = 0
+
+    def validate(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        if self.batch_size < 1 or self.epochs < 1:
+            raise ConfigError("train.batch_size and train.epochs must be >= 1")
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)

@@ -1,0 +1,62 @@
+"""The run directory: resolved config, vocabulary, log, per-evaluation metrics, checkpoints.
+
+    RUN/config.yaml      the resolved config (source of truth for evaluate/predict/visualize)
+    RUN/vocab.json       the vocabularies the model was trained with
+    RUN/log.txt          everything the run printed
+    RUN/metrics.jsonl    one JSON object per evaluation
+    RUN/latest.pt        written atomically at every evaluation, every ``checkpoint_every`` steps
+                         and on Ctrl-C; ``--resume`` continues from it
+    RUN/best.pt          the best dev score so far
+    RUN/results.json     final dev/test scores, wall time, parameters
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+from rich.text import Text
+
+from cn3.atomic import atomic_write_text
+from cn3.config import ConfigError
+from cn3.console import console
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    config = property(lambda self: self.path / "config.yaml")
+    vocab = property(lambda self: self.path / "vocab.json")
+    log_file = property(lambda self: self.path / "log.txt")
+    metrics = property(lambda self: self.path / "metrics.jsonl")
+    latest = property(lambda self: self.path / "latest.pt")
+    best = property(lambda self: self.path / "best.pt")
+    results = property(lambda self: self.path / "results.json")
+
+    def create(self, config: dict, resume: bool) -> None:
+        if self.latest.exists() and not resume:
+            raise ConfigError(f"{self.path} already holds a run; pass --resume to continue it or choose "
+                              "another --run-dir")
+        if resume and not self.latest.exists():
+            raise ConfigError(f"nothing to resume in {self.path} (no latest.pt)")
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config, yaml.safe_dump(config, sort_keys=False))
+
+    def log(self, message: str) -> None:
+        console.print(message)
+        with open(self.log_file, "a", encoding="utf-8") as handle:
+            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {Text.from_markup(message).plain}\n")
+
+    def append_metrics(self, record: dict) -> None:
+        with open(self.metrics, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def require(self) -> None:
+        """For evaluate/predict/visualize: the run must exist and hold a model."""
+        if not self.path.is_dir():
+            raise ConfigError(f"run directory not found: {self.path}")
+        if not self.best.is_file() and not self.latest.is_file():
+            raise ConfigError(f"{self.path} holds no checkpoint (best.pt/latest.pt); train it first with cn3 train")
