@@ -24,22 +24,23 @@ def print_summary(manifest: dict, out, up_to_date: bool) -> None:
     console.print(f"\n[bold]{manifest['task']}[/] ({manifest['level']} level): {manifest['description']}")
     console.print(f"{state}: {out}")
 
-    table = Table(title="splits", title_justify="left")
-    for col in ("split", "items", "tokens", "length mean/p50/p90/p99/max", "labels", "OOV vs train"):
-        table.add_column(col, justify="right" if col in ("items", "tokens") else "left")
     with_emb = manifest.get("embeddings") is not None
-    if with_emb:
-        table.add_column("OOV vs vectors (tok/type)")
+    table = Table(title="splits", title_justify="left")
+    columns = ["split", "items", "tokens", "len mean", "p50", "p90", "p99", "max", "OOV/train"]
+    columns += ["OOV/vectors tok", "type"] if with_emb else []
+    for col in columns:
+        table.add_column(col, justify="left" if col == "split" else "right")
     for name, s in stats["splits"].items():
-        n = s["length"]
-        length = f"{n['mean']}/{n['p50']}/{n['p90']}/{n['p99']}/{n['max']}" if n else "-"
-        label_total = sum(s["labels"].values())
-        row = [name, f"{s['examples']:,}", f"{s['tokens']:,}", length, _labels(s["labels"], label_total),
-               _pct(s["oov_vocab_tokens"]) if name != "train" else "-"]
+        n = s["length"] or dict.fromkeys(("mean", "p50", "p90", "p99", "max"), "-")
+        row = [name, f"{s['examples']:,}", f"{s['tokens']:,}", str(n["mean"]), str(n["p50"]), str(n["p90"]),
+               str(n["p99"]), str(n["max"]), _pct(s["oov_vocab_tokens"]) if name != "train" else "-"]
         if with_emb:
-            row.append(f"{_pct(s.get('oov_embeddings_tokens'))} / {_pct(s.get('oov_embeddings_types'))}")
+            row += [_pct(s.get("oov_embeddings_tokens")), _pct(s.get("oov_embeddings_types"))]
         table.add_row(*row)
     console.print(table)
+    kind = "tags" if manifest["level"] == "node" else "labels"
+    for name, s in stats["splits"].items():
+        console.print(f"{kind} ({name}): {_labels(s['labels'], sum(s['labels'].values()))}", soft_wrap=True)
 
     vocab = ", ".join(f"{k} {v:,}" for k, v in manifest["vocab_sizes"].items())
     console.print(f"vocabularies (train only): {vocab}")

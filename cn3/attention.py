@@ -49,7 +49,7 @@ def band_mask(n: int, window: int, device: torch.device | str | None = None) -> 
 
 
 def _batch_view(mask: Tensor, ndim: int, axis: int) -> Tensor:
-    """View a ``(B, N)`` mask as ``(B, 1, ..., N at axis, ...)`` so it skips head axes."""
+    """View a ``(B, N)`` mask as ``(B, 1, ..., 1)`` with N at ``axis``, so it skips head axes."""
     if mask.dim() == ndim:
         return mask
     shape = [mask.shape[0]] + [1] * (ndim - 1)
@@ -57,50 +57,57 @@ def _batch_view(mask: Tensor, ndim: int, axis: int) -> Tensor:
     return mask.view(shape)
 
 
-def _allowed(energy: Tensor, key_mask: Tensor | None, band: Tensor | None,
-             query_mask: Tensor | None) -> Tensor | None:
-    """All masks and-ed into one bool tensor that broadcasts against ``energy``."""
-    masks = []
-    if key_mask is not None:
-        masks.append(_batch_view(key_mask, energy.dim(), -1))  # (B, ..., 1, Nk)
+def _masked_softmax_rows(energy: Tensor, key_mask: Tensor | None, band: Tensor | None,
+                         query_mask: Tensor | None) -> Tensor:
+    """The forward of :func:`masked_softmax` on masks already viewed to broadcast.
+
+    Works on one fresh copy in place, and the masks stay in their broadcast shapes: at N = 2,500
+    every extra ``(N, N)`` float temporary is 25 MB.
+    """
+    lowest = torch.finfo(energy.dtype).min
+    weights = energy.clone() if key_mask is None else energy.masked_fill(~key_mask, lowest)
     if band is not None:
-        masks.append(band)  # (Nq, Nk)
+        weights.masked_fill_(~band, lowest)
+    weights.sub_(weights.amax(dim=-1, keepdim=True)).exp_()
+    weights.div_(weights.sum(dim=-1, keepdim=True))
+    # A masked key in a row with a real key is already exactly 0 (exp underflows). A row with
+    # no allowed key came out uniform: zero it, and padded query rows too.
+    allowed = key_mask if band is None else band if key_mask is None else key_mask & band
+    keep = None if allowed is None else allowed.any(dim=-1, keepdim=True)  # (..., Nq or 1, 1)
     if query_mask is not None:
-        masks.append(_batch_view(query_mask, energy.dim(), -2))  # (B, ..., Nq, 1)
-    if not masks:
-        return None
-    allowed = masks[0]
-    for mask in masks[1:]:
-        allowed = allowed & mask
-    return allowed
+        keep = query_mask if keep is None else keep & query_mask
+    return weights if keep is None else weights.mul_(keep)
+
+
+def softmax_backward(grad_weights: Tensor, weights: Tensor) -> Tensor:
+    """Gradient of a (masked) softmax w.r.t. its energy, from the weights alone.
+
+    ``d s_ik = w_ik (g_ik - sum_j g_ij w_ij)``; zero weights (masked keys, empty rows) get zero
+    gradient. For callers that recompute the weights block by block.
+    """
+    # <g_i, w_i> as a batch of (1 x Nk) @ (Nk x 1) products: no (..., Nq, Nk) temporary
+    dot = (grad_weights.unsqueeze(-2) @ weights.unsqueeze(-1)).squeeze(-1)  # (..., Nq, 1)
+    return (grad_weights - dot).mul_(weights)
 
 
 class _MaskedSoftmax(torch.autograd.Function):
-    """Softmax over allowed keys that saves only its output.
+    """Masked softmax that saves only its output.
 
-    ``where(any_allowed, softmax(masked_fill(E)), 0)`` in plain autograd keeps two ``(..., N, N)``
-    tensors alive per call (the softmax output and the masked result). At N = 2,500 each is 25 MB,
-    so doing it here and reusing the softmax backward formula on the final weights halves that.
+    Built from plain ops (``masked_fill``, ``softmax``, ``where``) autograd would keep two or
+    three ``(..., Nq, Nk)`` tensors per call; this keeps the weights alone.
     """
 
     @staticmethod
-    def forward(ctx, energy: Tensor, allowed: Tensor) -> Tensor:
-        weights = energy.masked_fill(~allowed, torch.finfo(energy.dtype).min)
-        # In place on our own copy: no second (..., Nq, Nk) temporary.
-        weights.sub_(weights.amax(dim=-1, keepdim=True)).exp_()
-        weights.div_(weights.sum(dim=-1, keepdim=True))
-        # A masked key in a row with a real key is already exactly 0 (exp underflows); this
-        # zeroes masked keys of fully masked rows, which came out uniform.
-        weights.masked_fill_(~allowed, 0.0)
+    def forward(ctx, energy: Tensor, key_mask: Tensor | None, band: Tensor | None,
+                query_mask: Tensor | None) -> Tensor:
+        weights = _masked_softmax_rows(energy, key_mask, band, query_mask)
         ctx.save_for_backward(weights)
         return weights
 
     @staticmethod
-    def backward(ctx, grad_weights: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx, grad_weights: Tensor) -> tuple[Tensor, None, None, None]:
         (weights,) = ctx.saved_tensors
-        # d softmax: w * (g - <g, w>); zero weights (masked keys, empty rows) give zero gradient.
-        dot = (grad_weights * weights).sum(dim=-1, keepdim=True)
-        return (grad_weights - dot).mul_(weights), None
+        return softmax_backward(grad_weights, weights), None, None, None
 
 
 def masked_softmax(energy: Tensor, key_mask: Tensor | None = None, band: Tensor | None = None,
@@ -120,11 +127,12 @@ def masked_softmax(energy: Tensor, key_mask: Tensor | None = None, band: Tensor 
         returns weights like ``energy``; each row sums to 1 over its allowed keys, or is all
         zeros when it has none.
     """
-    allowed = _allowed(energy, key_mask, band, query_mask)
-    if allowed is None:
+    if key_mask is None and band is None and query_mask is None:
         weights = torch.softmax(energy, dim=-1)
     else:
-        weights = _MaskedSoftmax.apply(energy, allowed)
+        key_mask = None if key_mask is None else _batch_view(key_mask, energy.dim(), -1)
+        query_mask = None if query_mask is None else _batch_view(query_mask, energy.dim(), -2)
+        weights = _MaskedSoftmax.apply(energy, key_mask, band, query_mask)
     return F.dropout(weights, dropout_p, training) if dropout_p > 0.0 else weights
 
 

@@ -1,5 +1,8 @@
 """The one rich Console shared by logs, progress bars and summaries."""
 
+import os
+import sys
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -10,7 +13,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True, highlight=False)
+# Logs and tables are read from files and CI logs too: there, use a width that fits the summary
+# tables instead of rich's 80-column default.
+_width = None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", 120))
+console = Console(stderr=True, highlight=False, width=_width)
 
 
 def progress(transient: bool = True) -> Progress:
