@@ -7,6 +7,7 @@ import typer
 import cn3
 from cli.prepare import prepare_command, tasks_command
 from cli.train import evaluate_command, predict_command, train_command
+from cli.visualize import visualize_app
 
 app = typer.Typer(
     name="cn3",
@@ -20,6 +21,7 @@ app.command("tasks")(tasks_command)
 app.command("train")(train_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
+app.add_typer(visualize_app, name="visualize")
 
 
 def _version(value: bool) -> None:

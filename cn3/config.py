@@ -63,6 +63,11 @@ def _coerce(value: Any, tp, key: str):
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):
+        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp is str and isinstance(value, str):

@@ -23,11 +23,13 @@ class DataConfig:
         prepared: a prepared directory; ``None`` = ``prepared/<task>[-fold<k>]``.
         data: data root; ``None`` = ``$CN3_DATA`` or ``../shared/data``.
         annotator: ``None`` = the task's default.
-        embeddings: word vectors file (GloVe text); ``None`` = random initialisation.
+        embeddings: word vectors file (GloVe text), absolute, relative to the working directory or
+            relative to the data root; ``None`` = random initialisation.
         max_len: truncation (``None`` = the task's default).
         fold: test fold of cross-validated tasks.
         fine: TREC fine labels.
         min_freq: rarer train words become ``<unk>``.
+        limit: use only the first ``limit`` items of every split (0 = all): quick experiments.
     """
 
     task: str = "snli"
@@ -39,6 +41,7 @@ class DataConfig:
     fold: int = 0
     fine: bool = False
     min_freq: int = 1
+    limit: int = 0
 
 
 @dataclass

@@ -44,9 +44,14 @@ def ensure_prepared(cfg: RunConfig) -> Path:
     from data_prep.prepare import PrepareSettings, prepare
     from data_prep.taskspec import TaskOptions
 
+    from data_prep.paths import data_root
+
     d = cfg.data
+    embeddings = d.embeddings
+    if embeddings is not None and not embeddings.is_absolute() and not embeddings.exists():
+        embeddings = data_root(d.data) / embeddings  # configs name vectors relative to the data root
     settings = PrepareSettings(task=d.task, data=d.data, out=d.prepared, annotator=d.annotator,
-                               max_len=d.max_len, min_freq=d.min_freq, embeddings=d.embeddings,
+                               max_len=d.max_len, min_freq=d.min_freq, embeddings=embeddings,
                                options=TaskOptions(fold=d.fold, fine=d.fine))
     result = prepare(settings)
     state = "up to date" if result.up_to_date else "prepared"
@@ -171,6 +176,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     given = cfg.data.prepared
     prepared = given if given and (Path(given) / "manifest.json").is_file() else ensure_prepared(cfg)
     ds = load_prepared(prepared)
+    if cfg.data.limit:
+        ds.splits = {name: split.take(cfg.data.limit) for name, split in ds.splits.items()}
     run.create(config_dict, resume)
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
     atomic_write_json(run.vocab, vocab_dict)

@@ -112,6 +112,21 @@ class GraphDataset(Dataset):
     def __len__(self) -> int:
         return self.t["a.ptr"].numel() - 1
 
+    def take(self, n: int) -> GraphDataset:
+        """The first ``n`` items as a dataset of their own (quick experiments, tests)."""
+        if n >= len(self):
+            return self
+        t = {k: v for k, v in self.t.items() if k.startswith("types.")}
+        for side in self.sides:
+            end = int(self.t[f"{side}.ptr"][n])
+            t[f"{side}.ptr"] = self.t[f"{side}.ptr"][: n + 1]
+            for key, value in self.t.items():
+                if key.startswith(f"{side}.") and key != f"{side}.ptr":
+                    t[key] = value[:end]
+        if "y" in self.t:
+            t["y"] = self.t["y"][:n]
+        return GraphDataset(t, self.level, self.sidecar)
+
     def _side(self, side: str, i: int) -> dict[str, torch.Tensor]:
         t = self.t
         lo, hi = int(t[f"{side}.ptr"][i]), int(t[f"{side}.ptr"][i + 1])

@@ -12,6 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from data_prep import readers, tagging
+from data_prep.readers import (
+    read_conll2000, read_conll2003, read_conllu, read_imdb, read_logic, read_sick, read_snli, read_sst2,
+    read_sst5, read_trec,
+)
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
@@ -36,6 +40,30 @@ CV_NOTE = (
 def _cv_files(task: str) -> tuple[str, ...]:
     folder, _, files = LABELLED_FILES[task]
     return tuple(f"{folder}/{name}" for name, _ in files)
+
+
+def _read_sick_all(path: Path, options: TaskOptions) -> list[Example]:
+    return [ex for split in read_sick(path).values() for ex in split]
+
+
+def _read_snli(path: Path, options: TaskOptions) -> list[Example]:
+    return read_snli(path)
+
+
+#: One file in each task's format, for ``cn3 evaluate --file`` (held-out test sets). Tasks whose
+#: labels come from file names (MR, SUBJ, CR, MPQA) or that need two files (PTB sample) have none.
+FILE_READERS = {
+    "snli": _read_snli,
+    "sick": _read_sick_all,
+    "trec": lambda path, options: read_trec(path, fine=options.fine),
+    "sst2": lambda path, options: read_sst2(path),
+    "sst5": lambda path, options: read_sst5(path),
+    "imdb": lambda path, options: read_imdb(path),
+    "conll2003": lambda path, options: read_conll2003(path, options.tag_scheme),
+    "conll2000": lambda path, options: read_conll2000(path, options.tag_scheme),
+    "ud_pos": lambda path, options: read_conllu(path),
+    "logic": lambda path, options: read_logic(path),
+}
 
 
 _TASK_LIST = [
@@ -203,7 +231,7 @@ _TASK_LIST = [
     ),
 ]
 
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _TASK_LIST}
+TASKS: dict[str, TaskSpec] = {spec.name: replace(spec, read_file=FILE_READERS.get(spec.name)) for spec in _TASK_LIST}
 TAGGING_TASKS = frozenset({"conll2003", "conll2000"})
 
 

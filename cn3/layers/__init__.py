@@ -1,9 +1,9 @@
-"""Graph layers: the CN3 dynamic-graph layer and its memory-bounded additive energy."""
+"""Graph layers: the CN3 dynamic-graph layer and its memory-bounded additive attention."""
 
 from cn3.layers.blockwise_energy import (
-    BlockwiseAdditiveEnergy,
-    additive_energy,
-    additive_energy_dense,
+    BlockwiseAdditiveAttention,
+    additive_attention,
+    additive_attention_dense,
 )
 from cn3.layers.dynamic_graph import (
     DynamicGraphEncoder,
@@ -12,10 +12,10 @@ from cn3.layers.dynamic_graph import (
 )
 
 __all__ = [
-    "BlockwiseAdditiveEnergy",
+    "BlockwiseAdditiveAttention",
     "DynamicGraphEncoder",
     "DynamicGraphLayer",
-    "additive_energy",
-    "additive_energy_dense",
+    "additive_attention",
+    "additive_attention_dense",
     "dynamic_graph_reference",
 ]

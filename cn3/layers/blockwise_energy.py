@@ -1,10 +1,13 @@
-"""Additive pair energies ``s_ik = u^T tanh(q_i + k_k + E[t_ik])`` in bounded memory.
+"""Additive attention ``softmax_k(u^T tanh(q_i + k_k + E[t_ik]))`` in bounded memory.
 
-The broadcast form materialises ``tanh(q_i + k_k + E[t_ik])`` as a ``(B, N, N, e)`` tensor and
-autograd keeps it (and its input) for backward: at N = 2,500 and e = 150 that is 3.75 GB each.
-:class:`BlockwiseAdditiveEnergy` walks blocks of query rows instead, keeps only the per-node
-projections ``q``, ``k`` (``(B, N, e)``) and the edge types, and recomputes ``tanh`` for each
-block in backward, so the extra memory is one block, whatever N is.
+Plain broadcasting materialises ``tanh(q_i + k_k + E[t_ik])`` as a ``(B, N, N, e)`` tensor and
+autograd keeps it and its input for backward: at N = 2,500 and e = 150 that is 3.75 GB each.
+:class:`BlockwiseAdditiveAttention` walks blocks of query rows instead. A block of rows holds
+whole softmax rows, so energy and masked softmax finish inside the block and only one block of
+``tanh`` exists at a time. Backward recomputes ``tanh`` block by block from what forward saved:
+the per-node projections ``q``, ``k`` (``(B, N, e)``), ``u``, the per-type edge vectors and edge
+types, the values, the output and the weights. The ``(B, N, N)`` weights are ``e`` times smaller
+than ``tanh`` and are the (non-differentiable) ``alpha`` callers keep for inspection anyway.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-#: Elements of the ``(B, rows, Nk, e)`` block buffer (4 MB in float32): big enough that a block
-#: is a few large vectorised ops (per-block Python overhead is ~50 us), small enough to stay
-#: near the cache and far below the per-layer memory budget.
-BLOCK_ELEMENTS = 1 << 20
+from cn3.attention import attend, attention, masked_softmax
+
+#: Elements of the ``(B, rows, Nk, e)`` block buffer (8 MB in float32). Each block costs ~0.3 ms
+#: of Python dispatch and small-GEMM overhead, so blocks should be large; but the buffer and the
+#: (N, N) weights must fit the 64 MB per-layer budget at N = 2,500 (bench: 57 MB peak).
+BLOCK_ELEMENTS = 1 << 21
 
 
 def default_block_rows(batch: int, n_keys: int, energy_dim: int) -> int:
@@ -23,107 +28,151 @@ def default_block_rows(batch: int, n_keys: int, energy_dim: int) -> int:
     return max(1, BLOCK_ELEMENTS // max(1, batch * n_keys * energy_dim))
 
 
-def _block_tanh(out: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | None,
+def _block_tanh(buffer: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | None,
                 edge_type: Tensor | None, rows: slice) -> Tensor:
-    """``tanh(q_i + k_k [+ E[t_ik]])`` for the query rows ``rows``, written into ``out``.
+    """``tanh(q_i + k_k [+ E[t_ik]])`` for the query rows ``rows``, written into ``buffer``.
 
-    Every block reuses one buffer: a fresh multi-megabyte tensor per block costs more in page
-    faults than the arithmetic does.
+    Every block reuses one flat buffer: a fresh multi-megabyte tensor per block costs more in
+    page faults than the arithmetic.
     """
-    batch, n_rows, n_keys, dim = query.shape[0], query[:, rows].shape[1], key.shape[1], key.shape[2]
-    # The last block may be shorter: take a contiguous prefix of the flat buffer.
-    out = out[: batch * n_rows * n_keys * dim].view(batch, n_rows, n_keys, dim)  # (B, r, Nk, e)
+    batch, n_rows, n_keys, dim = query.shape[0], query[:, rows].shape[1], *key.shape[1:]
+    # the last block may be shorter: a contiguous prefix of the flat buffer
+    out = buffer[: batch * n_rows * n_keys * dim].view(batch, n_rows, n_keys, dim)
     if edge_vecs is None:
-        torch.add(query[:, rows, None, :], key[:, None, :, :], out=out)
+        torch.add(query[:, rows, None, :], key[:, None, :, :], out=out)  # (B, r, Nk, e)
     else:
-        types = edge_type[:, rows].reshape(-1)
-        torch.index_select(edge_vecs, 0, types, out=out.view(-1, dim))
+        torch.index_select(edge_vecs, 0, edge_type[:, rows].reshape(-1), out=out.view(-1, dim))
         out += query[:, rows, None, :]
         out += key[:, None, :, :]
     return out.tanh_()
 
 
-class BlockwiseAdditiveEnergy(torch.autograd.Function):
-    """``s = u^T tanh(q_i + k_k [+ E[t_ik]])`` over blocks of query rows, recomputed in backward.
+class BlockwiseAdditiveAttention(torch.autograd.Function):
+    """``h~_i = sum_k alpha_ik v_k`` with ``alpha_ik = softmax_k(u^T tanh(q_i + k_k [+ E[t_ik]]))``.
 
-    Inputs: ``query (B, Nq, e)``, ``key (B, Nk, e)``, ``u (e,)``, ``edge_vecs (T, e)`` or None,
-    ``edge_type (B, Nq, Nk)`` long or None, ``block_rows`` int. Output: ``(B, Nq, Nk)``.
-    Saved for backward: only the inputs.
+    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, block_rows)``:
+
+    - query ``(B, Nq, e)``, key ``(B, Nk, e)``, u ``(e,)``: differentiable
+    - edge_vecs ``(T, e)`` (differentiable) and edge_type ``(B, Nq, Nk)`` long, or both None
+    - values ``(B, Nk, d)``: differentiable
+    - key_mask ``(B, Nk)``, query_mask ``(B, Nq)``: bool or None (see ``masked_softmax``)
+    - block_rows: query rows per block
+
+    Returns ``context (B, Nq, d)`` and ``weights (B, Nq, Nk)``, the latter not differentiable.
     """
 
     @staticmethod
     def forward(ctx, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None,
-                edge_type: Tensor | None, block_rows: int) -> Tensor:
+                edge_type: Tensor | None, values: Tensor, key_mask: Tensor | None,
+                query_mask: Tensor | None, block_rows: int) -> tuple[Tensor, Tensor]:
         batch, n_query, dim = query.shape
-        energy = query.new_empty(batch, n_query, key.shape[1])  # (B, Nq, Nk)
+        weights = values.new_empty(batch, n_query, key.shape[1])  # (B, Nq, Nk)
         buffer = query.new_empty(batch * min(block_rows, n_query) * key.shape[1] * dim)
-        for start in range(0, n_query, block_rows):
-            rows = slice(start, start + block_rows)
-            energy[:, rows] = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows) @ u
-        ctx.save_for_backward(query, key, u, edge_vecs, edge_type)
+        for rows in _blocks(n_query, block_rows):
+            tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
+            weights[:, rows] = masked_softmax(tanh @ u, key_mask,
+                                              query_mask=_rows(query_mask, rows))  # (B, r, Nk)
+        context = attend(weights, values)  # (B, Nq, d), one large GEMM
+        # The weights are saved rather than recomputed (saves ~10% of the time): they are the
+        # output callers keep for inspection anyway, and (B, N, N) is e times smaller than tanh.
+        ctx.save_for_backward(query, key, u, edge_vecs, edge_type, values, weights, context)
         ctx.block_rows = block_rows
-        return energy
+        ctx.mark_non_differentiable(weights)
+        ctx.set_materialize_grads(False)  # else backward gets a (B, N, N) zero grad for weights
+        return context, weights
 
     @staticmethod
-    def backward(ctx, grad_energy: Tensor):
-        query, key, u, edge_vecs, edge_type = ctx.saved_tensors
-        need_q, need_k, need_u, need_e = ctx.needs_input_grad[:4]
+    def backward(ctx, grad_context: Tensor | None, _grad_weights: None):
+        if grad_context is None:
+            return (None,) * 9
+        query, key, u, edge_vecs, edge_type, values, weights, context = ctx.saved_tensors
+        need_q, need_k, need_u, need_e, _, need_v = ctx.needs_input_grad[:6]
         batch, n_query, dim = query.shape
-        # The gradient w.r.t. the tanh input is u * G with G = g (1 - tanh^2); q_i, k_k and
+        # The gradient w.r.t. the tanh input is u * G, G = dL/ds * (1 - tanh^2); q_i, k_k and
         # E[t_ik] all receive sums of it, so sum G and multiply by u once at the end.
-        grad_q = query.new_zeros(query.shape)  # (B, Nq, e), sum_k G_ik
-        grad_k = key.new_zeros(key.shape)  # (B, Nk, e), sum_i G_ik
-        grad_u = u.new_zeros(u.shape)  # (e,), sum_ik g_ik tanh_ik
-        grad_e = edge_vecs.new_zeros(edge_vecs.shape) if need_e else None  # (T, e)
+        grad_q = torch.zeros_like(query)  # (B, Nq, e): sum_k G_ik
+        grad_k = torch.zeros_like(key)  # (B, Nk, e): sum_i G_ik
+        grad_u = torch.zeros_like(u)  # (e,): sum_ik dL/ds_ik tanh_ik
+        grad_e = torch.zeros_like(edge_vecs) if need_e else None  # (T, e)
+        grad_v = torch.zeros_like(values)  # (B, Nk, d)
+        # softmax backward needs <dL/dw_i, w_i> = sum_k w_ik <dL/dh~_i, v_k> = <dL/dh~_i, h~_i>
+        # (the FlashAttention identity): one number per row, from the saved output.
+        row_dot = (grad_context * context).sum(dim=-1, keepdim=True)  # (B, Nq, 1)
         buffer = query.new_empty(batch * min(ctx.block_rows, n_query) * key.shape[1] * dim)
-        for start in range(0, n_query, ctx.block_rows):
-            rows = slice(start, start + ctx.block_rows)
+        for rows in _blocks(n_query, ctx.block_rows):
             tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
-            grad = grad_energy[:, rows]  # (B, r, Nk)
+            w = weights[:, rows]  # (B, r, Nk)
+            grad_out = grad_context[:, rows]  # (B, r, d)
+            if need_v:
+                grad_v.baddbmm_(w.transpose(1, 2), grad_out)  # h~ = w v  =>  dv = w^T dh~
+            # dL/ds = w * (dL/dw - <dL/dw, w>), dL/dw = dL/dh~ v^T
+            grad_s = torch.bmm(grad_out, values.transpose(1, 2))  # (B, r, Nk)
+            grad_s.sub_(row_dot[:, rows]).mul_(w)
             if need_u:
-                grad_u += torch.mv(tanh.reshape(-1, dim).t(), grad.reshape(-1))
-            # tanh_backward(g, t) = g * (1 - t^2) in one pass, in place over the tanh block.
-            g_pre = torch.ops.aten.tanh_backward.grad_input(grad.unsqueeze(-1), tanh,
+                grad_u += torch.mv(tanh.reshape(-1, dim).t(), grad_s.reshape(-1))
+            # tanh_backward(g, t) = g (1 - t^2) in one pass, in place over the tanh block
+            g_pre = torch.ops.aten.tanh_backward.grad_input(grad_s.unsqueeze(-1), tanh,
                                                             grad_input=tanh)
             if need_q:
                 grad_q[:, rows] = g_pre.sum(dim=2)
             if need_k:
-                # sum over the block's rows as a batched GEMV: ~2x faster than .sum(dim=1) on CPU
+                # the sum over the block's rows as a batched GEMV: ~2x faster than .sum(dim=1)
                 ones = g_pre.new_ones(batch, 1, g_pre.shape[1])  # (B, 1, r)
                 grad_k.view(batch, 1, -1).baddbmm_(ones, g_pre.view(batch, g_pre.shape[1], -1))
             if need_e:
                 grad_e.index_add_(0, edge_type[:, rows].reshape(-1), g_pre.reshape(-1, dim))
         return (grad_q.mul_(u) if need_q else None, grad_k.mul_(u) if need_k else None,
-                grad_u if need_u else None, grad_e.mul_(u) if need_e else None, None, None)
+                grad_u if need_u else None, grad_e.mul_(u) if need_e else None, None,
+                grad_v if need_v else None, None, None, None)
 
 
-def additive_energy(query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None = None,
-                    edge_type: Tensor | None = None, block_rows: int | None = None) -> Tensor:
-    """Pair energies ``s_ik = u^T tanh(q_i + k_k [+ edge_vecs[edge_type_ik]])``, memory-bounded.
+def _blocks(n: int, block_rows: int) -> list[slice]:
+    return [slice(start, start + block_rows) for start in range(0, n, block_rows)]
+
+
+def _rows(mask: Tensor | None, rows: slice) -> Tensor | None:
+    return None if mask is None else mask[:, rows]
+
+
+def additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
+                       key_mask: Tensor | None = None, query_mask: Tensor | None = None,
+                       edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
+                       block_rows: int | None = None) -> tuple[Tensor, Tensor]:
+    """Additive attention in memory bounded by one block of query rows.
+
+    ``s_ik = u^T tanh(q_i + k_k [+ edge_vecs[edge_type_ik]])``, ``alpha = masked_softmax(s)``,
+    ``out_i = sum_k alpha_ik values_k``.
 
     Args:
         query: ``(B, Nq, e)`` per-node query-side projections ``q_i``.
         key: ``(B, Nk, e)`` per-node key-side projections ``k_k``.
         u: ``(e,)`` energy vector.
-        edge_vecs: ``(T, e)`` one projected vector per edge type, or None.
-        edge_type: ``(B, Nq, Nk)`` long edge types in ``[0, T)``, needed with ``edge_vecs``.
+        values: ``(B, Nk, d)``.
+        key_mask: ``(B, Nk)`` bool, True at keys that may be attended.
+        query_mask: ``(B, Nq)`` bool, True at real queries (other rows get zero weights).
+        edge_vecs: ``(T, e)`` one vector per edge type, or None.
+        edge_type: ``(B, Nq, Nk)`` long in ``[0, T)``, with ``edge_vecs``.
         block_rows: query rows per block; default :func:`default_block_rows`.
 
     Shapes:
-        returns ``(B, Nq, Nk)``.
+        returns ``out (B, Nq, d)`` and ``alpha (B, Nq, Nk)`` (not differentiable).
     """
     if (edge_vecs is None) != (edge_type is None):
         raise ValueError("edge_vecs and edge_type go together")
     if block_rows is None:
         block_rows = default_block_rows(query.shape[0], key.shape[1], query.shape[-1])
-    return BlockwiseAdditiveEnergy.apply(query, key, u, edge_vecs, edge_type, block_rows)
+    return BlockwiseAdditiveAttention.apply(query, key, u, edge_vecs, edge_type, values,
+                                            key_mask, query_mask, block_rows)
 
 
-def additive_energy_dense(query: Tensor, key: Tensor, u: Tensor,
-                          edge_vecs: Tensor | None = None,
-                          edge_type: Tensor | None = None) -> Tensor:
-    """The same energies by plain broadcasting and autograd: ``(B, Nq, Nk, e)`` memory."""
+def additive_attention_dense(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
+                             key_mask: Tensor | None = None, query_mask: Tensor | None = None,
+                             edge_vecs: Tensor | None = None,
+                             edge_type: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The same by plain broadcasting and autograd, in ``(B, Nq, Nk, e)`` memory: the
+    readable definition :func:`additive_attention` is tested against."""
     pre = query[:, :, None, :] + key[:, None, :, :]  # (B, Nq, Nk, e)
     if edge_vecs is not None:
         pre = pre + edge_vecs[edge_type]
-    return torch.tanh(pre) @ u  # (B, Nq, Nk)
+    energy = torch.tanh(pre) @ u  # (B, Nq, Nk)
+    return attention(energy, values, key_mask, query_mask=query_mask)

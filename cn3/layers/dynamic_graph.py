@@ -14,7 +14,8 @@ For node ``i`` and every node ``k`` of the same sentence::
 ``W`` is applied block by block, ``W_1 h_k + W_2 h_i + W_3 v_i + W_4 v_k + W_5 e_ik``, so
 the ``[B, N, N, 2d + ...]`` concatenation never exists: the node terms are projected once per
 node and broadcast-added, and the edge term is one projected vector per edge type, gathered
-inside the blockwise energy (:mod:`cn3.layers.blockwise_energy`).
+inside the blockwise attention (:mod:`cn3.layers.blockwise_energy`), which never keeps an
+``(N, N)`` or larger tensor for backward.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from cn3.attention import attention, gated_mix
-from cn3.layers.blockwise_energy import additive_energy
+from cn3.attention import gated_mix
+from cn3.layers.blockwise_energy import additive_attention
 
 
 class DynamicGraphLayer(nn.Module):
@@ -38,7 +39,6 @@ class DynamicGraphLayer(nn.Module):
         edge_dim: size of the edge-type embedding ``e_ik``.
         energy_dim: rows of ``W``, the width of the ``tanh`` layer. The energy costs
             ``O(B N^2 energy_dim)`` time, so this is the layer's main speed knob.
-        dropout: dropout on the attention weights ``alpha`` (training only).
         block_rows: query rows per block of the energy; None picks by size.
         init_range: every parameter is drawn from ``U(-init_range, init_range)``; the paper
             uses 0.1.
@@ -53,11 +53,11 @@ class DynamicGraphLayer(nn.Module):
     """
 
     def __init__(self, hidden: int, attr_dim: int = 0, n_edge_types: int = 0,
-                 edge_dim: int = 32, energy_dim: int = 100, dropout: float = 0.0,
-                 block_rows: int | None = None, init_range: float = 0.1) -> None:
+                 edge_dim: int = 32, energy_dim: int = 100, block_rows: int | None = None,
+                 init_range: float = 0.1) -> None:
         super().__init__()
         self.hidden, self.attr_dim, self.n_edge_types = hidden, attr_dim, n_edge_types
-        self.dropout, self.block_rows, self.init_range = dropout, block_rows, init_range
+        self.block_rows, self.init_range = block_rows, init_range
         # W = [W_1 | W_2 | W_3 | W_4 | W_5], one column block per part of the concatenation.
         self.lin_hk = nn.Linear(hidden, energy_dim, bias=False)  # W_1
         self.lin_hi = nn.Linear(hidden, energy_dim, bias=False)  # W_2
@@ -89,15 +89,13 @@ class DynamicGraphLayer(nn.Module):
             key = key + self.lin_vk(v)  # + W_4 v_k
         edge_vecs = None
         if edge_type is not None:
-            # W_5 e_t once per edge type t; gathered per pair inside the blockwise energy
+            # W_5 e_t once per edge type t; gathered per pair inside the blocks
             edge_vecs = self.lin_edge(self.edge_emb.weight)  # (T, e)
-        # s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik])
-        energy = additive_energy(query, key, self.u, edge_vecs, edge_type,
-                                 self.block_rows)  # (B, N, N)
-        # alpha_ik = softmax_k(s_ik) over real k;  h~_i = sum_k alpha_ik h_k
-        context, alpha = attention(energy, h, key_mask=mask, query_mask=mask,
-                                   dropout_p=self.dropout,
-                                   training=self.training)  # (B, N, d), (B, N, N)
+        # s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik]);  alpha_ik = softmax_k(s_ik) over real k;
+        # h~_i = sum_k alpha_ik h_k
+        context, alpha = additive_attention(query, key, self.u, h, key_mask=mask, query_mask=mask,
+                                            edge_vecs=edge_vecs, edge_type=edge_type,
+                                            block_rows=self.block_rows)  # (B, N, d), (B, N, N)
         # g_i = sigmoid(W_g h_i + b)
         gate = torch.sigmoid(self.lin_gate(h))  # (B, N, d)
         # h'_i = g_i * h~_i + (1 - g_i) * h_i
@@ -157,7 +155,7 @@ def dynamic_graph_reference(layer: DynamicGraphLayer, h: Tensor, mask: Tensor,
 
     Slow (Python loops over ``B x N x N``) and for tests on small inputs only: it builds the
     explicit concatenation ``[h_k, h_i, v_i, v_k, e_ik]`` and applies the single matrix ``W``.
-    Same inputs and outputs as :meth:`DynamicGraphLayer.forward` (without dropout).
+    Same inputs and outputs as :meth:`DynamicGraphLayer.forward`.
     """
     W = layer.energy_weight()  # (e, 2d [+ 2a] [+ edge_dim])
     batch, n = h.shape[:2]

@@ -1,0 +1,60 @@
+"""``cn3 visualize``: look inside a trained run (the sentence graphs CN3 learns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cli.errors import user_errors
+from cli.train import Device
+from cn3.console import console
+
+visualize_app = typer.Typer(
+    help="Look inside a trained run: the sentence graphs CN3 learns.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@visualize_app.command("edges")
+def edges_command(
+    run: Path = typer.Argument(..., help="A run directory from `cn3 train` (encoder cn3)."),
+    texts: list[str] = typer.Argument(..., help="The sentence; for pair tasks (SNLI, SICK) two: premise, hypothesis."),
+    layer: int = typer.Option(None, "--layer", "-l", help="Show only this graph layer (1-based) [default: all]."),
+    word: str = typer.Option(None, "--word", "-w", help="Show all outgoing weights of this word "
+                             "(a token of the sentence or its 1-based position) instead of each word's strongest."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write a figure instead: .png or .svg (matplotlib), "
+                             ".html (self-contained page)."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Show the edge weights alpha_ik a CN3 run learns over a sentence, with its gates, the parser's
+    dependency tree and the prediction.
+
+    Examples:
+
+        cn3 visualize edges runs/trec-cn3-seed1 "What is Susan B. Anthony 's birthday ?"
+
+        cn3 visualize edges runs/trec-cn3-seed1 "What is the capital of Peru ?" --word capital --layer 1
+
+        cn3 visualize edges runs/snli-cn3-seed1 "A man plays a guitar ." "A person makes music ." --out pair.png
+    """
+    from cn3.run_dir import RunDir
+    from cn3.trainer import load_model, resolve_device
+    from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
+                               write_output)
+
+    with user_errors():
+        if out is not None:
+            output_format(out)  # fail before loading the model
+        dev = resolve_device(device.value)
+        loaded = load_model(RunDir(run), dev)
+        view = edge_view(loaded, texts, dev)
+        layers = resolve_layers(view, layer)
+        focus = resolve_word(view, word) if word is not None else None
+        if out is None:
+            render_terminal(console, view, layers, focus)
+            return
+        write_output(view, out, layers, focus)
+    console.print(f"{view.title}\nwrote {out}")

@@ -1,0 +1,255 @@
+"""The configuration of an NMT run: data, model (with per-encoder sections) and trainer.
+
+Resolution order (:func:`resolve_nmt_config`): these dataclass defaults <- ``configs/nmt/small.yaml``
+(or ``--config FILE``) <- dedicated CLI flags (``--encoder``, ``--src``/``--tgt``, ``--data``,
+``--seed``) <- ``--set section.key=value``. The resolved config is saved in the run directory and in
+every checkpoint. Unknown keys and wrong types raise :class:`cn3.config.ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cn3.config import ConfigError, apply_overrides, from_dict, load_yaml, merge, to_dict
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "nmt"
+DEFAULT_CONFIG = CONFIG_DIR / "small.yaml"
+
+ENCODERS = ("transformer", "hybrid", "local", "onlstm", "lstm")
+
+
+@dataclass
+class NMTDataConfig:
+    """Where the parallel text comes from and how it is cut into subwords.
+
+    Args:
+        corpus: ``multi30k`` (the staged ``multi30k/raw`` files under the data root) or ``files``
+            (``train_src``/``train_tgt``, from ``--src``/``--tgt``).
+        data: data root for ``multi30k``; ``None`` = ``$CN3_DATA`` or ``../shared/data``.
+        src_lang, tgt_lang: file suffixes of the Multi30k files (``en``, ``de``).
+        train_src, train_tgt: line-aligned training files (``corpus: files``).
+        valid_src, valid_tgt: a dev pair (``corpus: files``); without them ``valid_size`` training
+            pairs, chosen with ``train.seed``, are held out as the dev split.
+        test_src, test_tgt: an optional test pair (``corpus: files``).
+        valid_size: pairs held out when no dev files are given.
+        vocab_size: sentencepiece BPE vocabulary (a soft limit: tiny corpora get fewer pieces).
+        joint_vocab: one BPE model for both languages (needed for ``model.tie: all``).
+        max_len: training pairs with more subwords than this on either side are skipped.
+        character_coverage: sentencepiece ``character_coverage``.
+    """
+
+    corpus: Literal["multi30k", "files"] = "multi30k"
+    data: Path | None = None
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_src: Path | None = None
+    train_tgt: Path | None = None
+    valid_src: Path | None = None
+    valid_tgt: Path | None = None
+    test_src: Path | None = None
+    test_tgt: Path | None = None
+    valid_size: int = 500
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+    max_len: int = 100
+    character_coverage: float = 1.0
+
+    def validate(self) -> None:
+        if self.corpus == "files" and (self.train_src is None or self.train_tgt is None):
+            raise ConfigError("data.corpus 'files' needs data.train_src and data.train_tgt (--src FILE --tgt FILE)")
+        for a, b in (("valid_src", "valid_tgt"), ("test_src", "test_tgt")):
+            if (getattr(self, a) is None) != (getattr(self, b) is None):
+                raise ConfigError(f"data.{a} and data.{b} must be given together")
+        if self.vocab_size < 8:
+            raise ConfigError(f"data.vocab_size must be >= 8, got {self.vocab_size}")
+        if self.max_len < 1 or self.valid_size < 1:
+            raise ConfigError("data.max_len and data.valid_size must be >= 1")
+
+
+@dataclass
+class HybridConfig:
+    """Xu et al. (ACL 2019): local (band ``|i-j| <= window``) and global attention from one energy.
+
+    Args:
+        layers: the lowest ``layers`` encoder layers are hybrid (``k``; the paper's default 2).
+        window: ``m`` of eq. 3 (the paper's default 1).
+        combine: ``gate`` (eq. 4-5) or ``concat`` (the paper's ablation: both outputs concatenated
+            and projected).
+        gate_per_head: one gate per token and head (``W`` maps ``d -> heads``), else one per token
+            shared by all heads.
+    """
+
+    layers: int = 2
+    window: int = 1
+    combine: Literal["gate", "concat"] = "gate"
+    gate_per_head: bool = True
+
+    def validate(self) -> None:
+        if self.layers < 0 or self.window < 0:
+            raise ConfigError("model.hybrid.layers and model.hybrid.window must be >= 0")
+
+
+@dataclass
+class RecurrentConfig:
+    """Hao et al. (2019): ``layers`` recurrent layers (ON-LSTM, or LSTM for ``encoder: lstm``) and
+    ``model.encoder_layers - layers`` self-attention layers, joined by ``H = H_rnn + H_san`` (eq. 10).
+
+    Args:
+        layers: ``K``, the number of (ON-)LSTM layers.
+        chunk_size: ON-LSTM master-gate chunk size ``C`` (``d_model`` must be a multiple of it).
+        order: ``rnn_first`` (the paper: (ON-)LSTM below the SAN layers) or ``san_first``.
+        bidirectional: two half-width directions concatenated (the paper runs left to right).
+        shortcut: add the recurrent stack's output to the SAN stack's output (eq. 10).
+    """
+
+    layers: int = 1
+    chunk_size: int = 8
+    order: Literal["rnn_first", "san_first"] = "rnn_first"
+    bidirectional: bool = False
+    shortcut: bool = True
+
+    def validate(self) -> None:
+        if self.layers < 1 or self.chunk_size < 1:
+            raise ConfigError("model.rnn.layers and model.rnn.chunk_size must be >= 1")
+
+
+@dataclass
+class NMTModelConfig:
+    """The encoder-decoder Transformer; ``encoder`` picks the encoder stack (:mod:`cn3.nmt.encoders`).
+
+    Args:
+        encoder: ``transformer | hybrid | local | onlstm | lstm``.
+        norm: ``pre`` (LayerNorm before each sublayer, final LayerNorm) or ``post`` (Vaswani et al.).
+        tie: ``none``; ``decoder`` (target embedding = output projection); ``all`` (also the source
+            embedding; needs ``data.joint_vocab``).
+    """
+
+    encoder: Literal["transformer", "hybrid", "local", "onlstm", "lstm"] = "transformer"
+    d_model: int = 256
+    heads: int = 4
+    ff: int = 1024
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    norm: Literal["pre", "post"] = "pre"
+    tie: Literal["none", "decoder", "all"] = "all"
+    max_positions: int = 1024
+    hybrid: HybridConfig = field(default_factory=HybridConfig)
+    rnn: RecurrentConfig = field(default_factory=RecurrentConfig)
+
+    def validate(self) -> None:
+        if self.d_model < 1 or self.heads < 1 or self.d_model % self.heads:
+            raise ConfigError(f"model.d_model ({self.d_model}) must be a positive multiple of model.heads "
+                              f"({self.heads})")
+        if self.encoder_layers < 1 or self.decoder_layers < 1 or self.ff < 1:
+            raise ConfigError("model.encoder_layers, model.decoder_layers and model.ff must be >= 1")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.encoder in ("hybrid", "local") and self.hybrid.layers > self.encoder_layers:
+            raise ConfigError(f"model.hybrid.layers ({self.hybrid.layers}) exceeds model.encoder_layers "
+                              f"({self.encoder_layers})")
+        if self.encoder in ("onlstm", "lstm"):
+            if self.rnn.layers >= self.encoder_layers:
+                raise ConfigError(f"model.rnn.layers ({self.rnn.layers}) must be below model.encoder_layers "
+                                  f"({self.encoder_layers}): the encoder is K recurrent + (encoder_layers - K) "
+                                  "self-attention layers")
+            width = self.d_model // 2 if self.rnn.bidirectional else self.d_model
+            if self.rnn.bidirectional and self.d_model % 2:
+                raise ConfigError("model.rnn.bidirectional needs an even model.d_model")
+            if self.encoder == "onlstm" and width % self.rnn.chunk_size:
+                raise ConfigError(f"model.rnn.chunk_size ({self.rnn.chunk_size}) must divide the ON-LSTM width "
+                                  f"({width})")
+
+
+@dataclass
+class NMTTrainConfig:
+    """The trainer: Adam (0.9, 0.98, 1e-9), linear warm-up to ``lr`` then inverse-sqrt decay.
+
+    Args:
+        max_tokens: padded tokens per batch (``rows * longest side``).
+        l2: L2 penalty (Adam ``weight_decay``).
+        label_smoothing: 0.1 as in Vaswani et al.
+        patience: stop after this many epochs without a better dev BLEU.
+        max_steps: stop after this many updates (0 = no limit); may change on ``--resume``.
+        eval_beam: beam for the per-epoch dev BLEU (1 = greedy, the fast default on CPU).
+        final_beam, alpha: beam size and length penalty for the final scores in ``results.json``.
+        final_splits: splits scored with the best checkpoint at the end.
+        checkpoint_every: also write ``latest.pt`` every this many updates (0 = epoch ends, stops
+            and Ctrl-C only).
+        num_threads: torch threads (0 = torch's default).
+    """
+
+    lr: float = 1e-3
+    warmup: int = 1000
+    max_tokens: int = 4096
+    epochs: int = 30
+    max_steps: int = 0
+    patience: int = 5
+    clip: float = 0.0
+    l2: float = 0.0
+    label_smoothing: float = 0.1
+    seed: int = 1
+    eval_beam: int = 1
+    eval_batch_size: int = 128
+    final_beam: int = 5
+    alpha: float = 0.6
+    final_splits: list[str] = field(default_factory=lambda: ["val", "test2016"])
+    checkpoint_every: int = 0
+    num_threads: int = 0
+
+    def validate(self) -> None:
+        if self.lr <= 0 or self.warmup < 0:
+            raise ConfigError("train.lr must be positive and train.warmup >= 0")
+        if self.max_tokens < 1 or self.epochs < 1:
+            raise ConfigError("train.max_tokens and train.epochs must be >= 1")
+        if self.eval_beam < 1 or self.final_beam < 1:
+            raise ConfigError("train.eval_beam and train.final_beam must be >= 1")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass
+class NMTConfig:
+    data: NMTDataConfig = field(default_factory=NMTDataConfig)
+    model: NMTModelConfig = field(default_factory=NMTModelConfig)
+    train: NMTTrainConfig = field(default_factory=NMTTrainConfig)
+
+    def validate(self) -> None:
+        if self.model.tie == "all" and not self.data.joint_vocab:
+            raise ConfigError("model.tie 'all' shares the source and target embeddings and needs "
+                              "data.joint_vocab: true (or use model.tie: decoder)")
+
+
+def resolve_nmt_config(config_file: Path | None, flags: dict, overrides: list[str]) -> NMTConfig:
+    """Build the run config (see the module docstring).
+
+    Args:
+        config_file: ``--config``; ``None`` = ``configs/nmt/small.yaml`` when it exists.
+        flags: dotted keys from dedicated CLI flags, e.g. ``{"model.encoder": "hybrid"}``;
+            ``None`` values are ignored.
+        overrides: ``--set key=value`` strings, applied last.
+    """
+    data = to_dict(NMTConfig())
+    if config_file is None and DEFAULT_CONFIG.is_file():
+        config_file = DEFAULT_CONFIG
+    if config_file is not None:
+        data = merge(data, load_yaml(config_file))
+    for key, value in flags.items():
+        if value is not None:
+            section, name = key.split(".")
+            data.setdefault(section, {})[name] = str(value) if isinstance(value, Path) else value
+    apply_overrides(data, overrides)
+    where = f" (in {config_file} or --set)" if config_file else " (in --set)"
+    try:
+        return from_dict(NMTConfig, data)
+    except ConfigError as err:
+        raise ConfigError(f"{err}{where}") from None
+
+
+def config_from_dict(data: dict) -> NMTConfig:
+    """The config saved in a checkpoint or run directory."""
+    return from_dict(NMTConfig, data)

@@ -1,0 +1,84 @@
+"""Collation to dense tensors and length-bucketed batch orders."""
+
+from collections import Counter
+
+import torch
+
+from cn3.batching import bucketed_batches, collate
+from data_prep.example import Example, Sentence
+from data_prep.store import GraphDataset, encode_split
+from data_prep.vocab import Vocab
+
+
+def small_dataset(level="graph"):
+    sents = [
+        Sentence("a b c".split(), upos=["X"] * 3, heads=[2, 0, 2], deprels=["d", "root", "d"], tags=["O", "B", "O"]),
+        Sentence("d e".split(), upos=["X"] * 2, heads=[0, 1], deprels=["root", "d"], tags=["B", "O"]),
+        Sentence("f g h i j".split(), upos=["X"] * 5, heads=[0, 1, 1, 1, 1], deprels=["root"] + ["d"] * 4,
+                 tags=["O"] * 5),
+    ]
+    words = Counter(t for s in sents for t in s.tokens)
+    vocabs = {"word": Vocab.build(words), "lower": Vocab.build(words), "chars": Vocab.build(Counter("abcdefghij")),
+              "upos": Vocab.build(Counter(["X"])), "rel": Vocab.build(Counter(["d", "root"])),
+              "labels": Vocab(["O", "B"] if level == "node" else ["neg", "pos"], specials=False)}
+    if level == "pair":
+        examples = [Example([sents[i], sents[(i + 1) % 3]], label="pos") for i in range(3)]
+    else:
+        examples = [Example([s], label="neg") for s in sents]
+    return GraphDataset(encode_split(examples, level, vocabs, 4, True, True), level)
+
+
+def test_graph_batch_shapes_and_mask():
+    ds = small_dataset()
+    batch = collate([ds[i] for i in range(3)], [0, 1, 2])
+    a = batch.a
+    assert a.word.shape == (3, 5) and a.chars.shape == (3, 5, 4) and a.spell.shape[:2] == (3, 5)
+    assert a.mask.sum(1).tolist() == [3, 2, 5]
+    assert a.edge_type.shape == (3, 5, 5)
+    assert (a.edge_type[1, 2:] == 0).all() and (a.edge_type[1, :, 2:] == 0).all()
+    assert (a.word[1, 2:] == 0).all()
+    assert batch.y.tolist() == [0, 0, 0] and batch.b is None
+
+
+def test_dense_edges_equal_per_sentence():
+    ds = small_dataset()
+    batch = collate([ds[i] for i in range(3)])
+    for row in range(3):
+        item = ds[row]
+        for (i, k), t in zip(item.edge_index.t().tolist(), item.edge_type.tolist()):
+            assert batch.a.edge_type[row, i, k] == t
+        assert int((batch.a.edge_type[row] > 0).sum()) == item.edge_index.shape[1]
+
+
+def test_tagging_labels_are_padded():
+    ds = small_dataset("node")
+    batch = collate([ds[i] for i in range(3)])
+    assert batch.y.shape == (3, 5)
+    assert batch.y[0].tolist() == [0, 1, 0, 0, 0]
+
+
+def test_pair_batch_has_both_sides():
+    ds = small_dataset("pair")
+    batch = collate([ds[i] for i in range(3)])
+    assert batch.a.mask.sum(1).tolist() == [3, 2, 5]
+    assert batch.b.mask.sum(1).tolist() == [2, 5, 3]
+    assert batch.b.edge_type.shape == (3, 5, 5)
+
+
+def test_bucketed_batches_cover_everything_once_and_are_deterministic():
+    lengths = [int(x) for x in torch.randint(1, 60, (1000,), generator=torch.Generator().manual_seed(0))]
+    one = bucketed_batches(lengths, 32, shuffle=True, seed=5)
+    two = bucketed_batches(lengths, 32, shuffle=True, seed=5)
+    other = bucketed_batches(lengths, 32, shuffle=True, seed=6)
+    assert one == two and one != other
+    flat = [i for b in one for i in b]
+    assert sorted(flat) == list(range(1000))
+    assert all(len(b) <= 32 for b in one)
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in one) / len(one)
+    assert spread < 10  # bucketing keeps similar lengths together
+
+
+def test_max_tokens_caps_rows_times_longest():
+    lengths = [100] * 10 + [5] * 50
+    for b in bucketed_batches(lengths, 32, shuffle=False, max_tokens=300):
+        assert len(b) * max(lengths[i] for i in b) <= 300 or len(b) == 1

@@ -1,0 +1,56 @@
+"""Typed configs: YAML + --set overrides, named errors, every shipped config valid."""
+
+from pathlib import Path
+
+import pytest
+
+from cn3.config import ConfigError, apply_overrides, parse_override
+from cn3.resolve import CONFIG_DIR, resolve_config
+
+
+def test_defaults_and_task_config():
+    cfg = resolve_config("trec", None, {}, [])
+    assert cfg.data.task == "trec" and cfg.model.char == "cnn"  # from configs/trec.yaml
+    assert cfg.train.optimizer == "adadelta"
+
+
+def test_overrides_are_typed():
+    cfg = resolve_config("trec", None, {"train.seed": 7}, ["model.graph_layers=2", "train.lr=0.5",
+                                                           "model.edge_attrs=true", "data.embeddings=null"])
+    assert cfg.model.graph_layers == 2 and cfg.train.lr == 0.5 and cfg.model.edge_attrs is True
+    assert cfg.train.seed == 7 and cfg.data.embeddings is None
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.hiden=3", "did you mean 'model.hidden'"),
+    ("modle.hidden=3", "unknown key 'modle'"),
+    ("model.hidden=big", "model.hidden: expected int"),
+    ("model.encoder=rnn", "model.encoder: 'rnn' is not one of"),
+    ("train.lr=-1", "train.lr must be positive"),
+    ("model.dropout=1.5", "model.dropout must be in [0, 1)"),
+    ("noequals", "expected key=value"),
+])
+def test_bad_values_name_the_key(override, message):
+    with pytest.raises(ConfigError) as err:
+        resolve_config("trec", None, {}, [override])
+    assert message in str(err.value)
+
+
+def test_bad_yaml_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model:\n  hidden: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml, line \d+"):
+        resolve_config(None, path, {}, [])
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_task_config_is_valid(path: Path):
+    cfg = resolve_config(None, path, {}, [])
+    assert cfg.data.task == path.stem
+
+
+def test_parse_override_yaml_values():
+    assert resolve_config("trec", None, {}, ["train.lr=1e-3"]).train.lr == 1e-3  # YAML 1.1 says str
+    assert parse_override("a=hello world") == (["a"], "hello world")
+    data = apply_overrides({"a": {"b": 1}}, ["a.c=2"])
+    assert data == {"a": {"b": 1, "c": 2}}

@@ -1,0 +1,80 @@
+"""The assembled model: every encoder x level runs, padding never changes real outputs."""
+
+import pytest
+import torch
+
+from cn3.batching import collate
+from cn3.models.model import ModelArgs, SentenceGraphModel
+from cn3.run_config import ModelConfig
+from tests.test_batching import small_dataset
+
+ENCODERS = ["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"]
+
+
+def make(level, encoder, **overrides):
+    torch.manual_seed(0)
+    cfg = ModelConfig(encoder=encoder, word_dim=8, hidden=8, energy_dim=6, mlp_hidden=8, heads=2, char="cnn",
+                      char_dim=4, char_out=6, pos_dim=3, spell_dim=3, dropout=0.0, **overrides)
+    args = ModelArgs(level=level, n_labels=2, n_words=20, n_chars=15, n_upos=3, n_spell=11, n_edge_types=9)  # 1 + 2 * |{pad, unk, d, root}|
+    return SentenceGraphModel(cfg, args).double().eval()
+
+
+def as_double(batch):
+    batch.a.spell = batch.a.spell.double()
+    if batch.b is not None:
+        batch.b.spell = batch.b.spell.double()
+    return batch
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+@pytest.mark.parametrize("level", ["graph", "node", "pair"])
+def test_padding_does_not_change_outputs(level, encoder):
+    ds = small_dataset(level)
+    model = make(level, encoder, edge_attrs=encoder == "cn3")
+    alone = as_double(collate([ds[1]]))
+    padded = as_double(collate([ds[1], ds[2]]))  # item 2 is longer: item 1 gets padding
+    out1, out2 = model(alone), model(padded)
+    if level == "node":
+        n = int(alone.a.mask.sum())
+        assert torch.equal(out1.pred[0, :n], out2.pred[0, :n])
+        h1, _ = model.encode(alone.a)
+        h2, _ = model.encode(padded.a)
+        assert torch.allclose(h1[0, :n], h2[0, :n], atol=1e-10)
+    else:
+        assert torch.allclose(out1.logits[0], out2.logits[0], atol=1e-10)
+    out2.loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_cn3_returns_alphas_and_gates_per_layer():
+    ds = small_dataset("graph")
+    model = make("graph", "cn3", graph_layers=2)
+    out = model(as_double(collate([ds[0], ds[2]])))
+    alphas, gates = out.info["a"]["alphas"], out.info["a"]["gates"]
+    assert len(alphas) == 2 and alphas[0].shape == (2, 5, 5) and gates[0].shape[:2] == (2, 5)
+    row_sums = alphas[0][0, :3].sum(-1)
+    assert torch.allclose(row_sums, torch.ones(3, dtype=row_sums.dtype))
+    assert (alphas[0][0, :, 3:] == 0).all()  # no weight on padding
+
+
+def test_paper_initialisation_is_uniform_0_1():
+    model = make("graph", "cn3")
+    for name, p in model.named_parameters():
+        assert p.abs().max() <= 0.1 + 1e-12, name
+
+
+def test_pretrained_vectors_are_loaded_and_can_be_frozen():
+    vectors = torch.zeros(20, 8)
+    vectors[5] = torch.arange(8.0)
+    cfg = ModelConfig(encoder="nbow", word_dim=8, freeze_embeddings=True)
+    args = ModelArgs("graph", 2, 20, 15, 0, 11, 0)
+    model = SentenceGraphModel(cfg, args, vectors)
+    assert torch.equal(model.nodes.word.weight[5], torch.arange(8.0))
+    assert not model.nodes.word.weight.requires_grad
+    assert model.nodes.word.weight[0].abs().sum() == 0
+
+
+def test_gcn_and_edge_attrs_need_trees():
+    cfg = ModelConfig(encoder="cn3", edge_attrs=True)
+    with pytest.raises(ValueError, match="trees"):
+        SentenceGraphModel(cfg, ModelArgs("graph", 2, 20, 15, 0, 11, 0))

@@ -1,0 +1,172 @@
+"""``cn3 visualize edges``: the learned soft graph of tiny real runs, in the terminal and in files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+runner = CliRunner()
+
+SENTENCE = "What is the capital city of Peru ?"
+WORDS = SENTENCE.split()
+PREMISE, HYPOTHESIS = "A man is playing a guitar .", "A person plays music ."
+TINY = ["train.max_steps=12", "train.evals_per_epoch=40", "train.batch_size=16", "model.hidden=32",
+        "model.energy_dim=16", "model.mlp_hidden=32", "model.word_dim=16"]
+
+
+def _train(prepared: Path, task: str, run: Path, *extra: str) -> Path:
+    from cn3.resolve import resolve_config
+    from cn3.trainer import train
+
+    cfg = resolve_config(task, None, {"data.prepared": prepared}, [*TINY, *extra])
+    train(cfg, run, device_name="cpu")
+    assert (run / "best.pt").is_file()
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, data_root) -> dict[str, Path]:
+    """TREC (spaCy trees, POS input) with a 2-layer CN3 and a BiLSTM; SICK (no annotation) with CN3."""
+    from data_prep.prepare import PrepareSettings, prepare
+
+    tmp = tmp_path_factory.mktemp("visualize")
+    trec = prepare(PrepareSettings(task="trec", data=data_root, out=tmp / "trec", annotator="spacy")).out
+    sick = prepare(PrepareSettings(task="sick", data=data_root, out=tmp / "sick", annotator="none")).out
+    return {
+        "trec": _train(trec, "trec", tmp / "trec-cn3", "model.graph_layers=2", "model.pos_dim=8"),
+        "bilstm": _train(trec, "trec", tmp / "trec-bilstm", "model.encoder=bilstm"),
+        "sick": _train(sick, "sick", tmp / "sick-cn3"),
+    }
+
+
+def invoke(*args):
+    return runner.invoke(app, ["visualize", "edges", *[str(a) for a in args], "--device", "cpu"])
+
+
+def assert_clean_error(result, *fragments):
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.output.startswith("error:") and len(result.output.strip().splitlines()) == 1, result.output
+    for fragment in fragments:
+        assert fragment in result.output, result.output
+
+
+# ---- library ----------------------------------------------------------------------------------
+
+
+def test_edge_view_rows_are_distributions(runs):
+    from cn3.run_dir import RunDir
+    from cn3.trainer import load_model, resolve_device
+    from cn3.visualize import edge_view, resolve_word
+
+    device = resolve_device("cpu")
+    view = edge_view(load_model(RunDir(runs["trec"]), device), [SENTENCE], device)
+    side = view.sides[0]
+    assert side.tokens == WORDS and view.n_layers == 2
+    assert view.prediction in ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+    for alpha, gate in zip(side.alphas, side.gates):
+        assert alpha.shape == (len(WORDS), len(WORDS)) and gate.shape == (len(WORDS),)
+        np.testing.assert_allclose(alpha.sum(1), 1.0, atol=1e-5)
+        assert ((gate > 0) & (gate < 1)).all()
+    assert side.heads is not None and side.heads.count(-1) == 1 and view.tree_source == "spacy"
+    assert resolve_word(view, "capital") == {0: 3} == resolve_word(view, "4") == resolve_word(view, "CAPITAL")
+
+
+# ---- terminal ---------------------------------------------------------------------------------
+
+
+def test_terminal_lists_every_word_gate_and_head(runs):
+    result = invoke(runs["trec"], SENTENCE)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "prediction:" in out and "layer 1 of 2" in out and "layer 2 of 2" in out
+    assert "gate" in out and "root" in out and "spacy" in out
+    for word in WORDS:
+        assert word in out
+    rows = [line for line in out.splitlines() if re.match(r"\s*1\s+What\s+0\.\d\d\s", line)]
+    assert len(rows) == 2  # the word table of each layer: position, word, gate
+    assert "█" in out  # the shaded heatmap of a short sentence
+
+
+def test_word_shows_all_its_weights_summing_to_one(runs):
+    result = invoke(runs["trec"], SENTENCE, "--word", "capital", "--layer", "2")
+    assert result.exit_code == 0, result.output
+    assert "layer 2 of 2" in result.output and "layer 1 of 2" not in result.output
+    block = result.output.split("alpha of word 4 'capital'")[1]
+    weights = [float(m) for m in re.findall(r"^\s*\d+ \S+\s+(\d\.\d{3})", block, flags=re.M)]
+    assert len(weights) == len(WORDS)
+    assert sum(weights) == pytest.approx(1.0, abs=0.01)
+    assert re.search(r"sum\s+1\.000", block)
+
+
+def test_pair_task_shows_both_sentences(runs):
+    result = invoke(runs["sick"], PREMISE, HYPOTHESIS)
+    assert result.exit_code == 0, result.output
+    assert "premise (7 words)" in result.output and "hypothesis (5 words)" in result.output
+    assert "display only" in result.output  # SICK prepared without trees: spaCy parses for the picture
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+
+def test_png_svg_html_files(runs, tmp_path):
+    png, svg, page = tmp_path / "edges.png", tmp_path / "edges.svg", tmp_path / "out" / "edges.html"
+    for path in (png, svg, page):
+        result = invoke(runs["trec"], SENTENCE, "--out", path, "--word", "Peru")
+        assert result.exit_code == 0, result.output
+        assert f"wrote {path}" in result.output.replace("\n", "")
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 10_000
+    assert "<svg" in svg.read_text()[:500]
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<svg" in text
+    assert "<script" not in text and "<link" not in text and "src=" not in text
+    for word in WORDS:
+        assert f">{word}<" in text or f"{word} " in text
+
+
+def test_pair_png(runs, tmp_path):
+    path = tmp_path / "pair.png"
+    result = invoke(runs["sick"], PREMISE, HYPOTHESIS, "--out", path, "--layer", "1")
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+
+def test_missing_run_directory(tmp_path):
+    assert_clean_error(invoke(tmp_path / "nope", SENTENCE), "run directory not found")
+
+
+def test_run_without_checkpoint(tmp_path):
+    assert_clean_error(invoke(tmp_path, SENTENCE), "no checkpoint")
+
+
+def test_encoder_without_edges(runs):
+    assert_clean_error(invoke(runs["bilstm"], SENTENCE), "'bilstm'", "learns no edge weights")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--layer", "3"], ["--layer 3", "2 graph layers"]),
+    (["--layer", "0"], ["--layer 0", "out of range"]),
+    (["--word", "zebra"], ["--word 'zebra'", "4:capital"]),
+    (["--word", "12"], ["--word '12'"]),
+    (["--out", "edges.pdf"], ["'.pdf'", ".png, .svg, .html"]),
+])
+def test_bad_options(runs, args, fragments):
+    assert_clean_error(invoke(runs["trec"], SENTENCE, *args), *fragments)
+
+
+def test_wrong_number_of_sentences(runs):
+    assert_clean_error(invoke(runs["trec"], SENTENCE, "Where is Lima ?"), "takes one sentence, got 2")
+    assert_clean_error(invoke(runs["sick"], PREMISE), "sentence-pair task", "got 1")
+
+
+def test_unsupported_extension_fails_before_loading(tmp_path):
+    assert_clean_error(invoke(tmp_path / "nope", SENTENCE, "--out", "x.txt"), "'.txt'")
