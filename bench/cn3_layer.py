@@ -4,8 +4,10 @@
     .venv/bin/python bench/cn3_layer.py --quick    # fewer repeats
 
 Time: both layers run in the same process on the same input ``(B, N, d)``, alternating, and the
-median of ``--repeats`` runs after ``--warmup`` runs is reported; ratio = CN3 / MHA. The CN3 layer
-gets an all-True padding mask (it always masks); MHA gets none, which can only favour MHA.
+median of ``--repeats`` runs after ``--warmup`` runs is reported; ratio = median over the
+back-to-back (CN3, MHA) pairs of CN3 / MHA. The CN3 layer gets an all-True padding mask (it
+always masks); MHA gets none, which can only favour MHA. MHA runs with ``need_weights=False``,
+its fast fused path.
 
 Memory, two honest numbers per layer (tracemalloc does not see torch's allocations):
 
@@ -143,6 +145,8 @@ def main() -> None:
 
     print(f"d={args.hidden} energy_dim={args.energy_dim} MHA heads={args.heads} "
           f"threads={args.threads} repeats={repeats} (median after {args.warmup} warm-up)")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (other processes on these cores slow "
+          f"CN3's many per-block ops far more than MHA's few large ones)")
     header = (f"{'B x N':>10} {'CN3 ms':>8} {'MHA ms':>8} {'ratio':>6} | {'CN3 saved':>9} "
               f"{'CN3 peak':>9} {'MHA saved':>9} {'MHA peak':>9} {'dense':>9}")
     print(header)
@@ -159,12 +163,16 @@ def main() -> None:
                 if i >= args.warmup:
                     times[name].append(elapsed)
         cn3_ms, mha_ms = (statistics.median(times[m]) * 1e3 for m in ("cn3", "mha"))
+        # back-to-back pairs see the same machine load, so the median pair ratio is steadier
+        # on a shared machine than the ratio of the medians
+        ratio = statistics.median(c / m for c, m in zip(times["cn3"], times["mha"]))
         saved = {m: saved_bytes(modules[m], x, mask) / MB for m in modules}
         peak = {m: measure_peak(m, batch, n, args) / MB for m in modules}
         dense = 2 * batch * n * n * args.energy_dim * 4 / MB
-        print(f"{batch:>4} x {n:<4} {cn3_ms:8.1f} {mha_ms:8.1f} {cn3_ms / mha_ms:5.2f}x | "
+        print(f"{batch:>4} x {n:<4} {cn3_ms:8.1f} {mha_ms:8.1f} {ratio:5.2f}x | "
               f"{saved['cn3']:6.1f} MB {peak['cn3']:6.1f} MB {saved['mha']:6.1f} MB "
               f"{peak['mha']:6.1f} MB {dense:6.0f} MB", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from cn3.batching import bucketed_batches, collate, item_lengths
+from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.models.model import SentenceGraphModel, model_args_from_dataset
 from cn3.resolve import resolve_config
 from cn3.trainer import ensure_prepared, make_optimizer, seed_everything
@@ -31,7 +31,7 @@ def pairs_per_second(cfg, ds, batches, warmup: int) -> float:
     for step, indices in enumerate(batches):
         if step == warmup:
             n, start = 0, time.perf_counter()
-        batch = collate([train[i] for i in indices], indices)
+        batch = make_batch(train, indices)
         out = model(batch)
         optimizer.zero_grad(set_to_none=True)
         out.loss.backward()

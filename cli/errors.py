@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
+from rich.markup import escape
 
 from cn3.console import console
 from cn3.config import ConfigError
@@ -20,7 +21,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except USER_ERRORS as err:
-        console.print(f"[bold red]error:[/] {err}", markup=True, highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: nothing was written")

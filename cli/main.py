@@ -6,6 +6,7 @@ import typer
 
 import cn3
 from cli.prepare import prepare_command, tasks_command
+from cli.nmt import nmt_app
 from cli.train import evaluate_command, predict_command, train_command
 from cli.visualize import visualize_app
 
@@ -21,6 +22,7 @@ app.command("tasks")(tasks_command)
 app.command("train")(train_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
+app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
 
 

@@ -22,15 +22,18 @@ visualize_app = typer.Typer(
 def edges_command(
     run: Path = typer.Argument(..., help="A run directory from `cn3 train` (encoder cn3)."),
     texts: list[str] = typer.Argument(..., help="The sentence; for pair tasks (SNLI, SICK) two: premise, hypothesis."),
-    layer: int = typer.Option(None, "--layer", "-l", help="Show only this graph layer (1-based) [default: all]."),
+    layer: int = typer.Option(None, "--layer", "-l", help="Show only this graph layer (1-based); default: all layers."),
     word: str = typer.Option(None, "--word", "-w", help="Show all outgoing weights of this word "
                              "(a token of the sentence or its 1-based position) instead of each word's strongest."),
     out: Path = typer.Option(None, "--out", "-o", help="Write a figure instead: .png or .svg (matplotlib), "
                              ".html (self-contained page)."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
-    """Show the edge weights alpha_ik a CN3 run learns over a sentence, with its gates, the parser's
-    dependency tree and the prediction.
+    """Show the edge weights a CN3 run learns over a sentence.
+
+    Per layer: alpha_ik (how much word i reads from word k; rows sum to 1), each word's gate, the parse tree.
+
+    Without --out: per layer a table (top-3 neighbours, gate, head of each word) and a heatmap.
 
     Examples:
 

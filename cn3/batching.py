@@ -77,8 +77,11 @@ def _side(batch: Batch, suffix: str, vector: Tensor) -> tuple[SideBatch, Tensor]
     return SideBatch(mask=mask, **dense), mask
 
 
-def collate(items: list[Data], indices: list[int] | None = None) -> GraphBatch:
-    """Collate dataset items (all ``Data`` or all ``PairData``) into a :class:`GraphBatch`."""
+def collate(items: list[Data], indices: list[int] | None = None, tagging: bool = False) -> GraphBatch:
+    """Collate dataset items (all ``Data`` or all ``PairData``) into a :class:`GraphBatch`.
+
+    ``tagging``: ``y`` holds one label per node (densified to ``(B, N)``), else one per item.
+    """
     index = torch.tensor(indices if indices is not None else range(len(items)), dtype=torch.long)
     if hasattr(items[0], "word_a"):
         batch = Batch.from_data_list(items, follow_batch=["word_a", "word_b"])
@@ -88,9 +91,14 @@ def collate(items: list[Data], indices: list[int] | None = None) -> GraphBatch:
     batch = Batch.from_data_list(items)
     a, mask = _side(batch, "", batch.batch)
     y = batch.y
-    if y.numel() != len(items):  # tagging: one label per node
+    if tagging:
         y, _ = to_dense_batch(y, batch.batch, fill_value=0, max_num_nodes=mask.shape[1])
     return GraphBatch(a, None, y, index)
+
+
+def make_batch(dataset, indices: list[int]) -> GraphBatch:
+    """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch."""
+    return collate([dataset[i] for i in indices], indices, tagging=dataset.level == "node")
 
 
 def item_lengths(dataset) -> list[int]:

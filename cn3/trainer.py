@@ -19,7 +19,7 @@ import torch
 
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write_json
-from cn3.batching import bucketed_batches, collate, item_lengths
+from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.console import console, progress
 from cn3.metrics import score
@@ -125,7 +125,7 @@ def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size
     preds: list = [None] * len(dataset)
     infos = []
     for indices in bucketed_batches(lengths, batch_size, shuffle=False):
-        batch = collate([dataset[i] for i in indices], indices).to(device)
+        batch = make_batch(dataset, indices).to(device)
         out = model(batch, with_loss=False)
         if model.args.level == "node":
             for row, i in enumerate(indices):
@@ -230,7 +230,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                 model.train()
                 seen, loss_sum, tick = 0, 0.0, time.perf_counter()
                 for b in range(state["batch_in_epoch"], len(batches)):
-                    batch = collate([train_set[i] for i in batches[b]], batches[b]).to(device)
+                    batch = make_batch(train_set, batches[b]).to(device)
                     out = model(batch)
                     optimizer.zero_grad(set_to_none=True)
                     out.loss.backward()

@@ -31,6 +31,8 @@ from cn3.config import ConfigError
 OUTPUT_FORMATS = (".png", ".svg", ".html")
 #: longest sentence that still gets a heatmap in the terminal.
 TERMINAL_HEATMAP_MAX = 25
+#: longest sentence drawn into a file (a figure grows with n, its heatmap with n^2).
+FIGURE_MAX_WORDS = 80
 #: matplotlib colour maps: edge weights and gates.
 EDGE_CMAP, GATE_CMAP = "YlGnBu", "Greens"
 #: terminal shades, weakest to strongest (readable without colour too).
@@ -90,7 +92,8 @@ class EdgeView:
 
     @property
     def title(self) -> str:
-        return f"{self.task.upper()} · {self.encoder} · prediction: {self.prediction}"
+        shown = "tags per word (beside each word)" if self.level == "node" else self.prediction
+        return f"{self.task.upper()} · {self.encoder} · prediction: {shown}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -235,15 +238,15 @@ def render_terminal(console, view: EdgeView, layers: list[int], focus: dict[int,
     from rich.text import Text
 
     console.print(Text(view.title, style="bold"))
-    if view.tree_source is None:
-        console.print("dependency tree: none (the run has no trees and spaCy is not installed)")
+    trees = view.tree_source or "none (the run has no trees and spaCy is not installed)"
+    console.print(Text(f"dependency trees: {trees}"))
     vmax = edge_norm_max(view, layers)
     for s, side in enumerate(view.sides):
         for l in layers:
             console.print()
-            head = f"{side.name} ({len(side)} words) · layer {l + 1} of {view.n_layers}"
+            head = f"{side.name} ({len(side)} word{'s' * (len(side) != 1)}) · layer {l + 1} of {view.n_layers}"
             console.print(Text(head, style="bold cyan"))
-            console.print(word_table(side, l, view.tree_source))
+            console.print(word_table(side, l))
             if focus and s in focus:
                 console.print(outgoing_weights(side, l, focus[s]))
             if len(side) <= TERMINAL_HEATMAP_MAX:
@@ -252,10 +255,11 @@ def render_terminal(console, view: EdgeView, layers: list[int], focus: dict[int,
                 console.print(f"(no heatmap: {len(side)} words > {TERMINAL_HEATMAP_MAX}; use --out FILE.png)")
 
 
-def word_table(side: SideEdges, layer: int, tree_source: str | None):
+def word_table(side: SideEdges, layer: int):
     """A rich Table: position, word, [tag,] gate, top-3 neighbours, dependency head (relation)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", style="dim")
@@ -264,13 +268,14 @@ def word_table(side: SideEdges, layer: int, tree_source: str | None):
         table.add_column("tag")
     table.add_column("gate", justify="right")
     table.add_column("strongest neighbours k (alpha_ik)")
-    table.add_column(f"head (relation) · {tree_source}" if tree_source else "head")
+    table.add_column("head (relation)")
     alpha, gate = side.alphas[layer], side.gates[layer]  # (n, n), (n,)
     for i, token in enumerate(side.tokens):
         neighbours = "  ".join(f"{'(self)' if k == i else side.label(k)} {w:.2f}"
                                for k, w in top_neighbours(alpha[i]))
         row = [str(i + 1), token] + ([side.tags[i]] if side.tags is not None else [])
-        table.add_row(*row, f"{gate[i]:.2f}", neighbours, head_text(side, i))
+        row += [f"{gate[i]:.2f}", neighbours, head_text(side, i)]
+        table.add_row(*(Text(cell) for cell in row))  # Text: words are never read as rich markup
     return table
 
 
@@ -304,7 +309,11 @@ def terminal_heatmap(side: SideEdges, layer: int, vmax: float):
 
     alpha = side.alphas[layer]  # (n, n)
     n, width = len(side), max(len(t) for t in side.tokens)
-    text = Text(" " * (width + 5) + "".join(f"{k + 1:>2}" for k in range(n)) + "   <- k\n", style="dim")
+    pad = " " * (width + 5)
+    text = Text(style="dim")
+    if n >= 10:  # column numbers in two lines (tens, units): every cell is two characters wide
+        text.append(pad + "".join(f" {(k + 1) // 10 or ' '}" for k in range(n)) + "\n")
+    text.append(pad + "".join(f" {(k + 1) % 10}" for k in range(n)) + "   <- k\n")
     for i, token in enumerate(side.tokens):
         text.append(f"{i + 1:>2} {token:<{width}}  ")
         for k in range(n):
@@ -455,7 +464,7 @@ def draw_arcs(ax, side: SideEdges, layer: int, norm, word: int | None, tree_sour
     ax.axis("off")
     what = f"all alpha_ik of word {word + 1} '{side.tokens[word]}'" if word is not None else \
         "each word i -> its strongest k"
-    tree = f"; below: dependency tree ({tree_source})" if tree_source else "; no dependency tree"
+    tree = f"; below: dependency tree by {tree_source}" if tree_source else "; no dependency tree"
     ax.set_title(f"layer {layer + 1}: {what}{tree}", fontsize=9)
 
 
@@ -637,6 +646,10 @@ def write_output(view: EdgeView, path: Path, layers: list[int], focus: dict[int,
     from cn3.atomic import atomic_write, atomic_write_text
 
     fmt = output_format(path)
+    longest = max(len(side) for side in view.sides)
+    if longest > FIGURE_MAX_WORDS:
+        raise ConfigError(f"--out: the sentence has {longest} words; files are drawn for at most "
+                          f"{FIGURE_MAX_WORDS} (leave out --out for the terminal table, which has no limit)")
     if fmt == "html":
         atomic_write_text(path, render_html(view, layers, focus))
     else:

@@ -18,6 +18,7 @@ from data_prep.readers import (
 )
 from data_prep.errors import DataError
 from data_prep.example import Example
+from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
 from data_prep.readers.imdb import IMDB_LABELS
 from data_prep.readers.labelled_files import LABELLED_FILES, POLARITY, SUBJECTIVITY
@@ -233,6 +234,7 @@ _TASK_LIST = [
 
 TASKS: dict[str, TaskSpec] = {spec.name: replace(spec, read_file=FILE_READERS.get(spec.name)) for spec in _TASK_LIST}
 TAGGING_TASKS = frozenset({"conll2003", "conll2000"})
+SPAN_TYPES = {"conll2003": NER_TYPES, "conll2000": CHUNK_TYPES}
 
 
 def custom_spec(options: TaskOptions) -> TaskSpec:
@@ -276,7 +278,10 @@ def get_task(name: str, options: TaskOptions | None = None) -> TaskSpec:
             notes=spec.notes + "; fine labels COARSE:fine, inventory from train",
         )
     if name in TAGGING_TASKS:
-        spec = replace(spec, tag_scheme=tagging.check_scheme(options.tag_scheme, tagging.OUTPUT_SCHEMES))
+        # The tag inventory is fixed by the task's span types, not by what train happens to hold:
+        # CoNLL-2000's test split has B-LST, which its train split never uses.
+        scheme = tagging.check_scheme(options.tag_scheme, tagging.OUTPUT_SCHEMES)
+        spec = replace(spec, tag_scheme=scheme, labels=tagging.tag_inventory(SPAN_TYPES[name], scheme))
     return spec
 
 

@@ -52,7 +52,7 @@ def test_dense_edges_equal_per_sentence():
 
 def test_tagging_labels_are_padded():
     ds = small_dataset("node")
-    batch = collate([ds[i] for i in range(3)])
+    batch = collate([ds[i] for i in range(3)], tagging=True)
     assert batch.y.shape == (3, 5)
     assert batch.y[0].tolist() == [0, 1, 0, 0, 0]
 

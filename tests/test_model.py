@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from cn3.batching import collate
+from cn3.batching import collate, make_batch
 from cn3.models.model import ModelArgs, SentenceGraphModel
 from cn3.run_config import ModelConfig
 from tests.test_batching import small_dataset
@@ -31,8 +31,8 @@ def as_double(batch):
 def test_padding_does_not_change_outputs(level, encoder):
     ds = small_dataset(level)
     model = make(level, encoder, edge_attrs=encoder == "cn3")
-    alone = as_double(collate([ds[1]]))
-    padded = as_double(collate([ds[1], ds[2]]))  # item 2 is longer: item 1 gets padding
+    alone = as_double(make_batch(ds, [1]))
+    padded = as_double(make_batch(ds, [1, 2]))  # item 2 is longer: item 1 gets padding
     out1, out2 = model(alone), model(padded)
     if level == "node":
         n = int(alone.a.mask.sum())

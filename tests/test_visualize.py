@@ -31,18 +31,26 @@ def _train(prepared: Path, task: str, run: Path, *extra: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, data_root) -> dict[str, Path]:
+def runs(tmp_path_factory, data_root):
     """TREC (spaCy trees, POS input) with a 2-layer CN3 and a BiLSTM; SICK (no annotation) with CN3."""
+    import torch
+
     from data_prep.prepare import PrepareSettings, prepare
 
     tmp = tmp_path_factory.mktemp("visualize")
-    trec = prepare(PrepareSettings(task="trec", data=data_root, out=tmp / "trec", annotator="spacy")).out
-    sick = prepare(PrepareSettings(task="sick", data=data_root, out=tmp / "sick", annotator="none")).out
-    return {
-        "trec": _train(trec, "trec", tmp / "trec-cn3", "model.graph_layers=2", "model.pos_dim=8"),
-        "bilstm": _train(trec, "trec", tmp / "trec-bilstm", "model.encoder=bilstm"),
-        "sick": _train(sick, "sick", tmp / "sick-cn3"),
-    }
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: extra threads only fight over the shared cores
+    try:
+        trec = prepare(PrepareSettings(task="trec", data=data_root, out=tmp / "trec", annotator="spacy")).out
+        sick = prepare(PrepareSettings(task="sick", data=data_root, out=tmp / "sick", annotator="none")).out
+        runs = {
+            "trec": _train(trec, "trec", tmp / "trec-cn3", "model.graph_layers=2", "model.pos_dim=8"),
+            "bilstm": _train(trec, "trec", tmp / "trec-bilstm", "model.encoder=bilstm"),
+            "sick": _train(sick, "sick", tmp / "sick-cn3"),
+        }
+        yield runs
+    finally:
+        torch.set_num_threads(threads)
 
 
 def invoke(*args):
@@ -166,6 +174,12 @@ def test_bad_options(runs, args, fragments):
 def test_wrong_number_of_sentences(runs):
     assert_clean_error(invoke(runs["trec"], SENTENCE, "Where is Lima ?"), "takes one sentence, got 2")
     assert_clean_error(invoke(runs["sick"], PREMISE), "sentence-pair task", "got 1")
+
+
+def test_too_long_for_a_figure(runs, tmp_path):
+    long = " ".join(["word"] * 81)
+    assert_clean_error(invoke(runs["trec"], long, "--out", tmp_path / "x.png"), "81 words", "at most 80")
+    assert invoke(runs["trec"], long).exit_code == 0  # the terminal table has no limit
 
 
 def test_unsupported_extension_fails_before_loading(tmp_path):

@@ -54,6 +54,19 @@ def canonical_split(name: str, corpus: str) -> str:
     return name
 
 
+def final_splits(names: list[str], corpus: str) -> list[str]:
+    """Canonical names of ``train.final_splits``; with your own files the extra Multi30k test sets
+    (test2017, mscoco2017) do not exist and are left out, and test2016 means your test pair."""
+    out = []
+    for name in names:
+        if corpus != "multi30k" and _ALIASES.get(name, name) in ("test2017", "mscoco2017"):
+            continue
+        split = canonical_split(name, corpus)
+        if split not in out:
+            out.append(split)
+    return out
+
+
 def read_parallel(src: str | Path, tgt: str | Path) -> list[tuple[str, str]]:
     """The line-aligned pairs of two files, stripped of surrounding whitespace.
 
@@ -69,8 +82,8 @@ def read_parallel(src: str | Path, tgt: str | Path) -> list[tuple[str, str]]:
     if len(src_lines) != len(tgt_lines):
         short, long_, n_short, n_long = ((src, tgt, len(src_lines), len(tgt_lines)) if len(src_lines) < len(tgt_lines)
                                          else (tgt, src, len(tgt_lines), len(src_lines)))
-        raise DataError(f"has {n_short:,} lines but {long_} has {n_long:,}: line {n_short + 1} of {long_} has no "
-                        "counterpart (parallel files must be line-aligned)", short, n_short + 1)
+        raise DataError(f"has {n_long:,} lines but {short} has {n_short:,}: this line has no counterpart "
+                        "(parallel files must be line-aligned)", long_, n_short + 1)
     return [(s.strip(), t.strip()) for s, t in zip(src_lines, tgt_lines)]
 
 
