@@ -1,0 +1,120 @@
+"""``cn3 train/evaluate/predict`` through CliRunner: a real tiny run, exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from data_prep.prepare import PrepareSettings, prepare
+
+runner = CliRunner()
+TINY = ["--set", "model.hidden=16", "--set", "model.energy_dim=8", "--set", "model.mlp_hidden=16",
+        "--set", "model.char=none", "--set", "model.pos_dim=0", "--set", "model.spell_dim=0",
+        "--set", "data.limit=300", "--set", "train.epochs=1", "--set", "data.embeddings=null"]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data_root):
+    base = tmp_path_factory.mktemp("cli")
+    prepared = base / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    run = base / "run"
+    result = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", run, "--device", "cpu", *TINY)
+    assert result.exit_code == 0, result.output
+    return run, prepared
+
+
+def test_train_prints_the_final_table(trained):
+    run, _ = trained
+    assert (run / "results.json").is_file()
+    assert json.loads((run / "results.json").read_text())["scores"]["dev"]["metric"] == "accuracy"
+
+
+def test_evaluate_split_and_file(trained, data_root):
+    run, _ = trained
+    result = invoke("evaluate", run, "--split", "test", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert line["metric"] == "accuracy" and 0 <= line["score"] <= 100
+    on_file = invoke("evaluate", run, "--file", data_root / "trec" / "TREC_10.label", "--device", "cpu")
+    assert on_file.exit_code == 0, on_file.output
+    assert json.loads(on_file.stdout.strip().splitlines()[-1])["score"] == line["score"]  # same 500 questions
+
+
+def test_predict_text_and_file(trained, tmp_path):
+    run, _ = trained
+    result = invoke("predict", run, "Who wrote Hamlet ?", "How far is Denver from Aspen ?", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(x) for x in result.stdout.strip().splitlines()]
+    assert len(records) == 2 and records[0]["tokens"] == ["Who", "wrote", "Hamlet", "?"]
+    assert records[1]["label"] in ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+    questions = tmp_path / "q.txt"
+    questions.write_text("What is a fjord ?\nWhen did it rain ?\n")
+    result = invoke("predict", run, "--file", questions, "--device", "cpu")
+    assert result.exit_code == 0 and len(result.stdout.strip().splitlines()) == 2
+
+
+def test_evaluate_file_with_unknown_label(trained, tmp_path):
+    run, _ = trained
+    bad = tmp_path / "bad.label"
+    bad.write_text("HUM:ind Who wrote Hamlet ?\nXYZ:abc What is this ?\n", encoding="latin-1")
+    result = invoke("evaluate", run, "--file", bad, "--device", "cpu")
+    assert result.exit_code == 1 and "bad.label" in result.output and "line 2" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.hiden=3", "did you mean 'model.hidden'"),
+    ("trian.lr=1", "unknown key 'trian'"),
+    ("model.encoder=rnn", "is not one of"),
+])
+def test_bad_config_values(override, message, tmp_path):
+    result = invoke("train", "--task", "trec", "--run-dir", tmp_path / "r", "--set", override)
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_config_file(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("model: [1, 2\n")
+    result = invoke("train", "--config", config, "--run-dir", tmp_path / "r")
+    assert result.exit_code == 1 and "c.yaml" in result.output and "line" in result.output
+
+
+def test_missing_run(tmp_path):
+    for command in (["evaluate", tmp_path / "none"], ["predict", tmp_path / "none", "hello"]):
+        result = invoke(*command)
+        assert result.exit_code == 1 and "run directory not found" in result.output
+
+
+def test_existing_run_needs_resume(trained):
+    run, prepared = trained
+    result = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", run, *TINY)
+    assert result.exit_code == 1 and "--resume" in result.output
+
+
+def test_mismatched_vocabularies_are_refused(trained, data_root):
+    run, prepared = trained
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none", min_freq=3, force=True))
+    try:
+        result = invoke("evaluate", run, "--split", "dev", "--device", "cpu")
+        assert result.exit_code == 1 and "not the dataset this run was trained on" in result.output
+    finally:
+        prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none", force=True))
+
+
+def test_cuda_requested_without_cuda(trained):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    run, _ = trained
+    result = invoke("evaluate", run, "--device", "cuda")
+    assert result.exit_code == 1 and "no CUDA device" in result.output
