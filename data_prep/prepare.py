@@ -264,7 +264,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
             raise DataError("file not found (set the data root with --data or CN3_DATA)", path)
     sources = [{"path": str(p), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in sources_paths]
 
-    annotator_name = settings.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
+    annotator_name = settings.annotator or spec.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
     annotator = make_annotator(annotator_name, stanza_dir=settings.stanza_dir, gold=spec.gold)
     max_len = spec.max_len if settings.max_len is None else (settings.max_len or None)
     emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None

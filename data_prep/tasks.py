@@ -224,6 +224,7 @@ _TASK_LIST = [
         + tuple(f"logic_inference/test{n}.gz" for n in range(TEST_MAX_OPS + 1)),
         load=readers.load_logic,
         labels=LOGIC_LABELS,
+        annotator="none",
         notes=(
             "follows Shen et al. (ICLR 2019): train = train0-6 (<= 6 operators) minus a seeded 10% dev; "
             "test = all of test0-12 so short (<= 6) and long (7-12) pairs can both be reported: "

@@ -69,6 +69,8 @@ class TaskSpec:
         max_len: default truncation in tokens (long documents, e.g. IMDB); ``None`` = no limit.
         cv: the task has no official split: ``options.fold`` selects the test fold.
         notes: caveats shown in the summary (e.g. "dev = last 1,000 train sentences").
+        annotator: the default annotator when the generic rule does not fit (``none`` for the
+            logic formulas, which no English parser can analyse); ``None`` = the generic rule.
         read_file: ``read_file(path, options) -> examples``: one file in the task's format (how
             ``cn3 evaluate --file`` scores a held-out test set); ``None`` when the task has none.
     """
@@ -85,4 +87,5 @@ class TaskSpec:
     max_len: int | None = None
     cv: bool = False
     notes: str = ""
+    annotator: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
