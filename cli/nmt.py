@@ -43,18 +43,19 @@ def default_run_dir(cfg) -> Path:
 
 @nmt_app.command("train")
 def train_command(
-    encoder: Encoder = typer.Option(None, "--encoder", "-e", help="Encoder stack [default: the config's, "
-                                    "transformer]."),
+    encoder: Encoder = typer.Option(None, "--encoder", "-e", help="Encoder stack (default: the config's, "
+                                    "transformer)."),
     config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
-                                help="YAML run config [default: configs/nmt/small.yaml]."),
+                                help="YAML run config (default: configs/nmt/small.yaml)."),
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
                                         "--set model.hybrid.window=2 --set train.max_steps=500 (repeatable)."),
-    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory [default: "
-                                 "runs/nmt-<corpus>-<encoder>-seed<S>]."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt."),
+    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory (default: "
+                                 "runs/nmt-<corpus>-<encoder>-seed<S>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt (with the "
+                                "run's saved config; --set may change e.g. train.epochs or train.max_steps)."),
     device: Device = typer.Option(Device.auto, "--device", help="auto = CUDA when available, else CPU."),
-    data: Path = typer.Option(None, "--data", help="Data root holding multi30k/ [default: $CN3_DATA or "
-                              "../shared/data]."),
+    data: Path = typer.Option(None, "--data", help="Data root holding multi30k/ (default: $CN3_DATA or "
+                              "../shared/data)."),
     src: Path = typer.Option(None, "--src", help="Your own training source file (one sentence per line; "
                              "with --tgt)."),
     tgt: Path = typer.Option(None, "--tgt", help="Its line-aligned translations (with --src)."),
@@ -85,9 +86,13 @@ def train_command(
         if src is not None:
             flags.update({"data.corpus": "files", "data.train_src": src, "data.train_tgt": tgt})
         cfg = resolve_nmt_config(config, flags, overrides or [])
+        run_dir = run_dir or default_run_dir(cfg)
+        if resume and config is None and (run_dir / "config.yaml").is_file():
+            # --resume continues the run's own config: only the flags and --set given now change it
+            cfg = resolve_nmt_config(run_dir / "config.yaml", flags, overrides or [])
         absolutize(cfg)
         try:
-            train(cfg, run_dir or default_run_dir(cfg), resume=resume, device_name=device.value)
+            train(cfg, run_dir, resume=resume, device_name=device.value)
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
 
@@ -145,7 +150,7 @@ def evaluate_command(
     alpha: float = typer.Option(0.6, "--alpha", help="Length penalty exponent."),
     batch_size: int = typer.Option(128, "--batch-size", min=1),
     output: Path = typer.Option(None, "--output", "-o", help="Also write the translations here."),
-    data: Path = typer.Option(None, "--data", help="Data root [default: the run's, $CN3_DATA or ../shared/data]."),
+    data: Path = typer.Option(None, "--data", help="Data root (default: the run's, $CN3_DATA or ../shared/data)."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Translate a split (or --src/--tgt files) and score it with sacreBLEU (detokenized, 13a).
@@ -185,8 +190,8 @@ def gates_command(
                               help="Analyse these source sentences instead (one per line)."),
     limit: int = typer.Option(0, "--limit", min=0, help="Only the first N sentences (0 = all)."),
     pos: bool = typer.Option(True, "--pos/--no-pos", help="Tag source words with spaCy and average per UPOS."),
-    out: Path = typer.Option(None, "--out", help="Directory for gates.json and gates.png [default: the run]."),
-    data: Path = typer.Option(None, "--data", help="Data root [default: the run's, $CN3_DATA or ../shared/data]."),
+    out: Path = typer.Option(None, "--out", help="Directory for gates.json and gates.png (default: the run)."),
+    data: Path = typer.Option(None, "--data", help="Data root (default: the run's, $CN3_DATA or ../shared/data)."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Average local weight g of the hybrid layers per encoder layer and per source-word UPOS tag.

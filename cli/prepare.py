@@ -34,14 +34,14 @@ class CustomFormat(str, Enum):
 
 def prepare_command(
     task: Task = typer.Option(..., "--task", "-t", help="Task to prepare (`cn3 tasks` lists them)."),
-    data: Path = typer.Option(None, "--data", help="Data root [default: $CN3_DATA or ../shared/data]."),
-    out: Path = typer.Option(None, "--out", "-o", help="Output directory [default: prepared/<task>[-fold<k>]]."),
+    data: Path = typer.Option(None, "--data", help="Data root (default: $CN3_DATA or ../shared/data)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: prepared/<task>, prepared/<task>-fold<k> for CV tasks)."),
     annotator: AnnotatorName = typer.Option(
         None, "--annotator", "-a",
         help="Where POS tags and dependency arcs come from. Default: gold when the files carry POS and "
              "trees, else spacy when installed, else stanza when models exist, else gold POS or none."),
     max_len: int = typer.Option(None, "--max-len", help="Truncate sentences to N tokens (0 = never) "
-                                "[default: per task, e.g. 400 for imdb]."),
+                                "(default: per task, e.g. 400 for imdb)."),
     min_freq: int = typer.Option(1, "--min-freq", min=1, help="Words seen fewer times in train become <unk>."),
     char_len: int = typer.Option(20, "--char-len", min=1, help="Characters kept per word."),
     embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False,

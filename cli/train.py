@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from enum import Enum
 from pathlib import Path
@@ -39,8 +40,8 @@ def train_command(
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
                                         "--set model.graph_layers=2 --set train.optimizer=adam (repeatable)."),
     prepared: Path = typer.Option(None, "--prepared", help="A directory from `cn3 prepare` (else prepared on the fly)."),
-    data: Path = typer.Option(None, "--data", help="Data root [default: $CN3_DATA or ../shared/data]."),
-    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory [default: runs/<task>-<encoder>-seed<S>]."),
+    data: Path = typer.Option(None, "--data", help="Data root (default: $CN3_DATA or ../shared/data)."),
+    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory (default: runs/<task>-<encoder>-seed<S>)."),
     seed: int = typer.Option(None, "--seed", help="Random seed (train.seed)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt."),
     device: Device = typer.Option(Device.auto, "--device", help="auto = CUDA when available, else CPU."),
@@ -66,7 +67,8 @@ def train_command(
         cfg = resolve_config(task, config, {"data.prepared": prepared, "data.data": data, "train.seed": seed},
                              overrides or [])
         try:
-            train(cfg, run_dir or default_run_dir(cfg), resume=resume, device_name=device.value)
+            train(cfg, run_dir or default_run_dir(cfg), resume=resume, device_name=device.value,
+                  command=shlex.join(["cn3", *sys.argv[1:]]))
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
 

@@ -160,8 +160,12 @@ def _check_resume_config(saved: dict, new: dict) -> None:
                                   f"{old!r} (only train.epochs, train.max_steps and train.patience may change)")
 
 
-def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto") -> dict:
-    """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
+def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
+          command: str | None = None) -> dict:
+    """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``).
+
+    ``command``: the command line that started the run, recorded in ``results.json``.
+    """
     from data_prep.dataset import load_prepared
 
     device = resolve_device(device_name)
@@ -282,10 +286,10 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         checkpoint(run.latest)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
-    return finish(run, ds, device, cfg, state)
+    return finish(run, ds, device, cfg, state, command)
 
 
-def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict) -> dict:
+def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:
     """Score the best checkpoint on dev and test; write ``results.json``; print the final table."""
     from rich.table import Table
 
@@ -296,7 +300,8 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict) -> dict:
     labels = ds.vocabs["labels"].itos
     results = {"task": ds.manifest["task"], "encoder": cfg.model.encoder, "seed": cfg.train.seed,
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
-               "seconds": round(state["seconds"], 1), "scores": {}}
+               "seconds": round(state["seconds"], 1), "device": str(device), "command": command,
+               "threads": torch.get_num_threads(), "scores": {}}
     for split in ("dev", "test"):
         if split in ds.splits:
             res = evaluate_dataset(loaded.model, ds.splits[split], labels, ds.level, ds.manifest.get("tag_scheme"),

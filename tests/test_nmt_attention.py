@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cn3.attention import band_mask, masked_softmax, padding_mask
-from cn3.nmt.hybrid_attention import HybridSelfAttention
+from cn3.nmt.hybrid_attention import HybridSelfAttention, local_from_global
 from cn3.nmt.layers import MultiHeadAttention
 
 
@@ -152,3 +152,37 @@ def test_gradients_flow_and_padding_is_ignored():
     assert torch.isfinite(x.grad).all()
     assert (x.grad[~mask] == 0).all()  # padded keys get no weight, hence no gradient
     assert module.gate.weight.grad.abs().sum() > 0
+
+
+def test_local_from_global_equals_the_masked_softmax_with_gradients():
+    torch.manual_seed(7)
+    energy = (torch.randn(3, 2, 7, 7) * 4).requires_grad_(True)
+    mask = padding_mask(torch.tensor([7, 4, 1]))
+    band = band_mask(7, 1)
+    fast = local_from_global(masked_softmax(energy, mask), band, mask)
+    exact = masked_softmax(energy, mask, band)
+    rows = mask[:, None, :]
+    torch.testing.assert_close(fast[rows.expand(3, 2, 7)], exact[rows.expand(3, 2, 7)])
+    grad = torch.randn_like(exact) * rows.unsqueeze(-1)
+    (g_fast,) = torch.autograd.grad(fast, energy, grad)
+    (g_exact,) = torch.autograd.grad(exact, energy, grad)
+    torch.testing.assert_close(g_fast, g_exact, atol=1e-6, rtol=1e-5)
+
+
+def test_underflowing_band_falls_back_to_the_exact_softmax():
+    """A row whose band energies sit far below its maximum: renormalizing would divide 0 by 0."""
+    energy = torch.zeros(1, 1, 5, 5)
+    energy[..., 0, 4] = 200.0  # query 0 looks only at key 4, outside its window
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    assert local_from_global(masked_softmax(energy, mask), band_mask(5, 1), mask) is None
+    module = make("hybrid", window=1, seed=8)
+    force_gate(module, 1e4)
+    exact = make("hybrid", window=1, seed=8, exact_local=True)
+    exact.load_state_dict(module.state_dict())
+    x, mask = batch(8)
+    with torch.no_grad():  # make one query's energies extreme through a huge key projection
+        module.k_proj.weight.mul_(1e3)
+        exact.k_proj.weight.mul_(1e3)
+    out, ref = module(x, mask)[0], exact(x, mask)[0]
+    assert torch.isfinite(out).all()
+    close(out, ref, mask)

@@ -174,3 +174,30 @@ def test_resume_is_exact(tmp_path):
     assert bleu(tmp_path / "full") == bleu(tmp_path / "split")
     with pytest.raises(Exception, match="cannot resume: model.d_model"):
         train(cfg("model.d_model=64"), tmp_path / "split", resume=True, device_name="cpu")
+
+
+def test_cli_resume_uses_the_runs_own_config(tmp_path):
+    src, tgt = corpus(tmp_path, "train", 60, seed=5)
+    run = tmp_path / "run"
+    first = invoke("train", "--encoder", "lstm", "--src", src, "--tgt", tgt, "--run-dir", run,
+                   *tiny_args("train.max_steps=2", "train.final_splits=[]"))
+    assert first.exit_code == 0, first.output
+    again = invoke("train", "--run-dir", run, "--resume", "--set", "train.max_steps=4")  # no other flags needed
+    assert again.exit_code == 0, again.output
+    ckpt = torch.load(run / "latest.pt", weights_only=False)
+    assert ckpt["state"]["step"] == 4 and ckpt["config"]["model"]["encoder"] == "lstm"
+    done = invoke("train", "--run-dir", run, "--resume", "--set", "train.max_steps=4")  # nothing left: no step
+    assert done.exit_code == 0 and torch.load(run / "latest.pt", weights_only=False)["state"]["step"] == 4
+    assert_clean_error(invoke("train", "--run-dir", run, "--resume", "--set", "model.ff=128"),
+                       "cannot resume: model.ff")
+    assert_clean_error(invoke("train", "--src", src, "--tgt", tgt, "--run-dir", run, *tiny_args()),
+                       "already holds a run")
+
+
+def test_learning_rate_warms_up_then_decays():
+    from cn3.nmt.trainer import learning_rate
+
+    assert learning_rate(50, 1e-3, 100) == pytest.approx(5e-4)
+    assert learning_rate(100, 1e-3, 100) == pytest.approx(1e-3)
+    assert learning_rate(400, 1e-3, 100) == pytest.approx(5e-4)
+    assert learning_rate(7, 1e-3, 0) == 1e-3

@@ -8,7 +8,7 @@ import torch
 from cn3.config import ConfigError, from_dict
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import EOS, PAD
-from cn3.nmt.encoders import ENCODERS, build_encoder, has_gates
+from cn3.nmt.encoders import ENCODERS, has_gates
 from cn3.nmt.search import beam_search, greedy_search, translate_ids
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 

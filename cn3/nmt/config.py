@@ -180,6 +180,8 @@ class NMTTrainConfig:
         final_splits: splits scored with the best checkpoint at the end.
         checkpoint_every: also write ``latest.pt`` every this many updates (0 = epoch ends, stops
             and Ctrl-C only).
+        log_every: log loss, learning rate and tokens/s every this many updates (0 = never; the
+            progress bar shows them live in a terminal).
         num_threads: torch threads (0 = torch's default).
     """
 
@@ -199,6 +201,7 @@ class NMTTrainConfig:
     alpha: float = 0.6
     final_splits: list[str] = field(default_factory=lambda: ["val", "test2016"])
     checkpoint_every: int = 0
+    log_every: int = 100
     num_threads: int = 0
 
     def validate(self) -> None:

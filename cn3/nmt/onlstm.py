@@ -68,18 +68,24 @@ class ONLSTM(nn.Module):
         nn.init.zeros_(self.ih.bias)
 
     def cell(self, gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One step from pre-activations ``(B, width)`` and ``c (B, hidden)``: ``(h, c, F)``."""
-        b, nc, cs = gates.shape[0], self.n_chunks, self.chunk_size
-        master_f = cumax(gates[:, :nc])  # (B, n_chunks)
-        master_i = 1.0 - cumax(gates[:, nc : 2 * nc])
-        f, i, o, cand = gates[:, 2 * nc :].view(b, 4, nc, cs).unbind(1)  # (B, n_chunks, cs) each
-        mf, mi = master_f.unsqueeze(-1), master_i.unsqueeze(-1)
-        overlap = mf * mi
-        f_hat = torch.sigmoid(f) * overlap + (mf - overlap)
-        i_hat = torch.sigmoid(i) * overlap + (mi - overlap)
-        c = f_hat * c.view(b, nc, cs) + i_hat * torch.tanh(cand)
-        h = torch.sigmoid(o) * torch.tanh(c)
-        return h.view(b, -1), c.view(b, -1), master_f
+        """One step from pre-activations ``(B, width)`` and ``c (B, hidden)``: ``(h, c, F)``.
+
+        Few, large operations (the loop runs them per time step): both master gates in one
+        ``cumax``, the three sigmoid gates in one ``sigmoid``.
+        """
+        b, nc, cs, hid = gates.shape[0], self.n_chunks, self.chunk_size, self.hidden
+        # split/unbind, not slicing: their backward is one cat/stack, a slice's a zero-filled copy
+        master_raw, sig_raw, cand_raw = gates.split([2 * nc, 3 * hid, hid], dim=1)
+        mf, mi = cumax(master_raw.view(b, 2, nc)).unsqueeze(-1).unbind(1)  # (B, n_chunks, 1) each
+        mi = 1.0 - mi  # master forget rises 0 -> 1, master input falls 1 -> 0
+        f, i, o = torch.sigmoid(sig_raw).view(b, 3, nc, cs).unbind(1)
+        cand = torch.tanh(cand_raw).view(b, nc, cs)
+        overlap = mf * mi  # (B, n_chunks, 1)
+        f_hat = torch.addcmul(mf - overlap, f, overlap)  # f * w + (F - w)
+        i_hat = torch.addcmul(mi - overlap, i, overlap)  # i * w + (I - w)
+        c = torch.addcmul(f_hat * c.view(b, nc, cs), i_hat, cand)
+        h = o * torch.tanh(c)
+        return h.view(b, hid), c.view(b, hid), mf.squeeze(-1)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: tuple[Tensor, Tensor] | None = None,
                 return_master: bool = False):
@@ -105,8 +111,8 @@ class ONLSTM(nn.Module):
         step_mask = None if mask is None else mask.transpose(0, 1).unsqueeze(-1).to(x.dtype)  # (N, B, 1)
         weight = self.hh.weight.t()
         outs, masters = [], []
-        for t in range(n):
-            gates = torch.addmm(pre[t], h, weight)
+        for t, pre_t in enumerate(pre.unbind(0)):  # unbind: one stack in backward, not N zero-fills
+            gates = torch.addmm(pre_t, h, weight)
             h_new, c_new, master_f = self.cell(gates, c)
             if t >= full and step_mask is not None:
                 keep = step_mask[t]

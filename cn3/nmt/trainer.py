@@ -5,7 +5,8 @@ Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
     RUN/config.yaml          resolved config          RUN/spm.joint.model   (or spm.src/spm.tgt.model)
     RUN/log.txt              everything printed        RUN/metrics.jsonl     one record per evaluation
     RUN/latest.pt            every epoch end, stop, ``checkpoint_every`` steps and Ctrl-C
-    RUN/best.pt              best dev BLEU so far      RUN/results.json      final BLEU per split
+    RUN/best.pt              best dev BLEU so far (weights, no optimizer state)
+    RUN/results.json         final BLEU per split
     RUN/translations/        the final hypotheses per split
 
 Exact resume: the batch order of epoch ``e`` is a pure function of ``(seed, e)``; checkpoints hold
@@ -44,7 +45,8 @@ CHECKPOINT_KIND = "cn3-nmt"
 
 #: Settings a resumed run may change; anything else must match the run.
 RESUMABLE_CHANGES = {("train", k) for k in ("epochs", "max_steps", "patience", "num_threads", "eval_batch_size",
-                                             "final_beam", "final_splits", "alpha", "checkpoint_every")}
+                                             "final_beam", "final_splits", "alpha", "checkpoint_every",
+                                             "log_every")}
 RESUMABLE_CHANGES |= {("data", "data")}
 
 
@@ -249,12 +251,16 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
                 f"device {device}) into {run.path}")
 
     def checkpoint(path: Path) -> None:
+        """``latest.pt`` holds everything resuming needs; ``best.pt`` leaves out the Adam moments
+        (twice the model's size) and RNG states, which only resuming reads."""
+        full = path == run.latest
         atomic_torch_save(path, {
             "kind": CHECKPOINT_KIND, "format": 1, "cn3_version": cn3.__version__, "config": config_dict,
-            "model_args": args.__dict__, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "model_args": args.__dict__, "model": model.state_dict(),
+            "optimizer": optimizer.state_dict() if full else None,
             "scheduler": {"type": "linear_warmup_inverse_sqrt", "lr": t.lr, "warmup": t.warmup,
                           "step": state["step"]},
-            "rng": _rng_state(), "state": dict(state), "spm": tok.models,
+            "rng": _rng_state() if full else None, "state": dict(state), "spm": tok.models,
             "data": {"corpus": _corpus_name(cfg), "train_pairs": len(train_data), "skipped": train_data.skipped},
         })
 
@@ -287,7 +293,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     src_lens = [len(s) for s in train_data.src]
     tgt_lens = [len(x) for x in train_data.tgt]
     start_time = time.perf_counter() - state["seconds"]
-    stopped = False
+    stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
     model.train()
     try:
         with progress(transient=False) as bar:
@@ -317,6 +323,9 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
                     rate = tokens / max(time.perf_counter() - tick, 1e-9)
                     bar.update(task, completed=b + 1,
                                rate=f"loss {loss_sum / tokens:.3f} lr {lr:.2e} {rate:,.0f} tgt tok/s")
+                    if t.log_every and state["step"] % t.log_every == 0:
+                        run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: "
+                                f"train loss {loss_sum / tokens:.4f}, lr {lr:.2e}, {rate:,.0f} tgt tok/s")
                     if t.max_steps and state["step"] >= t.max_steps:
                         stopped = True
                     if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
@@ -388,8 +397,8 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
     for split, s in results["scores"].items():
         table.add_row(split, f"{s['bleu']:.2f}", str(s["sentences"]), str(t.final_beam), str(state["step"]),
                       f"{state['seconds']:.0f} s", f"{results['parameters']:,}")
-    console.print(table)
     if results["scores"]:
+        console.print(table)
         console.print(f"sacreBLEU signature: {next(iter(results['scores'].values()))['signature']}")
     with open(run.log_file, "a", encoding="utf-8") as handle:
         handle.write(f"results: {results}\n")

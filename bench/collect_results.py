@@ -1,0 +1,58 @@
+"""Collect ``results.json`` of finished runs into a Markdown table (for RESULTS.md).
+
+    .venv/bin/python bench/collect_results.py runs/*          # one row per run
+    .venv/bin/python bench/collect_results.py runs/mr-* --group   # mean ± std per (task, encoder)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+
+def load(paths: list[Path]) -> list[dict]:
+    rows = []
+    for path in paths:
+        results = path / "results.json"
+        if results.is_file():
+            rows.append({**json.loads(results.read_text()), "run": str(path)})
+    return rows
+
+
+def fmt(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--group", action="store_true", help="mean ± std over runs of the same task and encoder")
+    args = parser.parse_args()
+    rows = load(args.runs)
+    if args.group:
+        groups = defaultdict(list)
+        for r in rows:
+            groups[(r["task"], r["encoder"])].append(r)
+        print("| task | encoder | metric | dev | test | runs | mean wall time |")
+        print("|---|---|---|---|---|---|---|")
+        for (task, encoder), rs in sorted(groups.items()):
+            dev = fmt([r["scores"]["dev"]["score"] for r in rs])
+            test = fmt([r["scores"]["test"]["score"] for r in rs]) if all("test" in r["scores"] for r in rs) else "-"
+            wall = statistics.mean(r["seconds"] for r in rs)
+            print(f"| {task} | {encoder} | {rs[0]['metric']} | {dev} | {test} | {len(rs)} | {wall:.0f} s |")
+        return
+    print("| task | encoder | seed | metric | dev | test | steps | wall time | params | command |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        test = f"{r['scores']['test']['score']:.2f}" if "test" in r["scores"] else "-"
+        print(f"| {r['task']} | {r['encoder']} | {r['seed']} | {r['metric']} | {r['scores']['dev']['score']:.2f} | "
+              f"{test} | {r['steps']} | {r['seconds']:.0f} s | {r['parameters']:,} | `{r.get('command') or '-'}` |")
+
+
+if __name__ == "__main__":
+    main()
