@@ -17,7 +17,8 @@ import torch
 from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.models.model import SentenceGraphModel, model_args_from_dataset
 from cn3.resolve import resolve_config
-from cn3.trainer import ensure_prepared, make_optimizer, seed_everything
+from cn3.runtime import seed_everything
+from cn3.trainer import ensure_prepared, make_optimizer
 from data_prep.dataset import load_prepared
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
+from cli.train import Device
 from cn3.console import console
 
 nmt_app = typer.Typer(
@@ -20,12 +21,6 @@ nmt_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Device(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
 
 
 class Encoder(str, Enum):
@@ -128,7 +123,8 @@ def translate_command(
         cn3 nmt translate RUN --file sentences.en --beam 5 > sentences.de
     """
     from cn3.nmt.search import translate_lines
-    from cn3.nmt.trainer import load_run, resolve_device, sentence_progress
+    from cn3.nmt.trainer import load_run, sentence_progress
+    from cn3.runtime import resolve_device
 
     with user_errors():
         dev = resolve_device(device.value)
@@ -159,7 +155,8 @@ def evaluate_command(
     """
     from cn3.atomic import atomic_write_text
     from cn3.nmt.data import canonical_split, load_split, read_parallel
-    from cn3.nmt.trainer import load_run, resolve_device, score_pairs
+    from cn3.nmt.trainer import load_run, score_pairs
+    from cn3.runtime import resolve_device
 
     with user_errors():
         if (src is None) != (tgt is None):
@@ -205,7 +202,8 @@ def gates_command(
     from cn3.nmt.analysis import collect_gates, plot_gates, tag_words
     from cn3.nmt.data import canonical_split, load_split
     from cn3.nmt.encoders import has_gates
-    from cn3.nmt.trainer import load_run, resolve_device
+    from cn3.nmt.trainer import load_run
+    from cn3.runtime import resolve_device
 
     with user_errors():
         dev = resolve_device(device.value)

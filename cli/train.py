@@ -86,7 +86,8 @@ def evaluate_command(
 
     from cn3.inference import examples_dataset, read_task_file
     from cn3.run_dir import RunDir
-    from cn3.trainer import evaluate_dataset, load_model, resolve_device
+    from cn3.runtime import resolve_device
+    from cn3.trainer import evaluate_dataset, load_model
     from data_prep.dataset import load_prepared
 
     with user_errors():
@@ -144,7 +145,8 @@ def predict_command(
     """Label new text with a trained run: a class per text, or a tag per token."""
     from cn3.inference import examples_dataset, text_examples
     from cn3.run_dir import RunDir
-    from cn3.trainer import load_model, predict, resolve_device
+    from cn3.runtime import resolve_device
+    from cn3.trainer import load_model, predict
     from data_prep.textio import read_lines
 
     with user_errors():

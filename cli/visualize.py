@@ -44,7 +44,8 @@ def edges_command(
         cn3 visualize edges runs/snli-cn3-seed1 "A man plays a guitar ." "A person makes music ." --out pair.png
     """
     from cn3.run_dir import RunDir
-    from cn3.trainer import load_model, resolve_device
+    from cn3.runtime import resolve_device
+    from cn3.trainer import load_model
     from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
                                write_output)
 

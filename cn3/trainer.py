@@ -9,12 +9,10 @@ equal those of an uninterrupted run with the same seed.
 from __future__ import annotations
 
 import math
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import cn3
@@ -24,19 +22,12 @@ from cn3.config import ConfigError, from_dict, to_dict
 from cn3.console import console, progress
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
-from cn3.run_config import ModelConfig, RunConfig
+from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
+from cn3.runtime import resolve_device, rng_state, seed_everything, set_rng_state
 
 #: Settings a resumed run may change (how long to go on); anything else must match the run.
 RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience")}
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is available (use --device auto or cpu)")
-    return torch.device(name)
 
 
 def ensure_prepared(cfg: RunConfig) -> Path:
@@ -57,25 +48,6 @@ def ensure_prepared(cfg: RunConfig) -> Path:
     state = "up to date" if result.up_to_date else "prepared"
     console.print(f"dataset {state}: {result.out} (annotator {result.manifest['annotator']['name']})")
     return result.out
-
-
-def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
@@ -201,7 +173,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         state = ckpt["state"]
-        _set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt["rng"])
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev {state['best_score']:.2f})")
     else:
@@ -212,7 +184,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         atomic_torch_save(path, {
             "cn3_version": cn3.__version__, "config": config_dict, "model_args": args.__dict__,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": None,
-            "rng": _rng_state(), "state": dict(state), "vocab": vocab_dict,
+            "rng": rng_state(), "state": dict(state), "vocab": vocab_dict,
             "manifest": {k: ds.manifest[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
                                                       "fingerprint", "n_edge_types", "settings")},
         })

@@ -39,3 +39,14 @@ def load_real(data_root):
         return cache[name]
 
     return load
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors: one torch thread avoids OpenMP overhead (and contention on shared CI machines)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

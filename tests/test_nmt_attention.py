@@ -12,13 +12,7 @@ from cn3.nmt.hybrid_attention import HybridSelfAttention, local_from_global
 from cn3.nmt.layers import MultiHeadAttention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP overhead (and contention on shared CI machines)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 D, H = 16, 4
 

@@ -25,12 +25,7 @@ TINY = ["model.d_model=32", "model.ff=64", "model.heads=2", "model.encoder_layer
         "train.final_splits=[val]", "train.eval_batch_size=32"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def corpus(directory, name: str, n: int, seed: int):

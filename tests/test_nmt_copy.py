@@ -15,12 +15,7 @@ from cn3.nmt.trainer import learning_rate, make_optimizer
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def copy_batch(g: torch.Generator, rows: int, vocab: int):

@@ -13,13 +13,7 @@ from cn3.nmt.search import beam_search, greedy_search, translate_ids
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP overhead (and contention on shared CI machines)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 V = 30
 TINY = {"d_model": 16, "heads": 2, "ff": 32, "encoder_layers": 3, "decoder_layers": 2, "dropout": 0.1,

@@ -11,13 +11,7 @@ from cn3.attention import padding_mask
 from cn3.nmt.onlstm import ONLSTM, RecurrentStack, cumax, reverse_padded
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP overhead (and contention on shared CI machines)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @settings(max_examples=40, deadline=None)

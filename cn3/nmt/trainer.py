@@ -21,14 +21,12 @@ models' bytes, weights; ``cn3 nmt translate`` needs nothing else.
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import cn3
@@ -40,6 +38,7 @@ from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, lo
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
+from cn3.runtime import resolve_device, rng_state, seed_everything, set_rng_state
 
 CHECKPOINT_KIND = "cn3-nmt"
 
@@ -52,33 +51,6 @@ RESUMABLE_CHANGES |= {("data", "data")}
 
 # ----------------------------------------------------------------------------- small helpers
 # (kept here rather than imported from cn3.trainer, whose imports pull in torch_geometric)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is available (use --device auto or cpu)")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def learning_rate(step: int, peak: float, warmup: int) -> float:
@@ -241,7 +213,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         state = ckpt["state"]
-        _set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt["rng"])
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev BLEU {state['best_score']:.2f})")
     else:
@@ -260,7 +232,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
             "optimizer": optimizer.state_dict() if full else None,
             "scheduler": {"type": "linear_warmup_inverse_sqrt", "lr": t.lr, "warmup": t.warmup,
                           "step": state["step"]},
-            "rng": _rng_state() if full else None, "state": dict(state), "spm": tok.models,
+            "rng": rng_state() if full else None, "state": dict(state), "spm": tok.models,
             "data": {"corpus": _corpus_name(cfg), "train_pairs": len(train_data), "skipped": train_data.skipped},
         })
 

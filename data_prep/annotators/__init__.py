@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_prep.annotators.base import ANNOTATOR_NAMES, Annotator, ProgressFn, alternatives
+from data_prep.annotators.base import ANNOTATOR_NAMES, Annotator, ProgressFn
 from data_prep.annotators.gold import GoldAnnotator
 from data_prep.annotators.none import NoneAnnotator
 from data_prep.annotators.spacy_annotator import SpacyAnnotator, spacy_available
