@@ -62,21 +62,19 @@ def _masked_softmax_rows(energy: Tensor, key_mask: Tensor | None, band: Tensor |
     """The forward of :func:`masked_softmax` on masks already viewed to broadcast.
 
     Works on one fresh copy in place, and the masks stay in their broadcast shapes: at N = 2,500
-    every extra ``(N, N)`` float temporary is 25 MB.
+    every extra ``(N, N)`` float temporary is 25 MB. Masked entries are ``-inf`` (not the lowest
+    finite float): ``exp(-inf)`` takes the fast path of the vectorised exp, whereas huge finite
+    negatives and subnormal results run several times slower.
     """
-    lowest = torch.finfo(energy.dtype).min
-    weights = energy.clone() if key_mask is None else energy.masked_fill(~key_mask, lowest)
+    weights = energy.clone() if key_mask is None else energy.masked_fill(~key_mask, float("-inf"))
     if band is not None:
-        weights.masked_fill_(~band, lowest)
-    weights.sub_(weights.amax(dim=-1, keepdim=True)).exp_()
-    weights.div_(weights.sum(dim=-1, keepdim=True))
-    # A masked key in a row with a real key is already exactly 0 (exp underflows). A row with
-    # no allowed key came out uniform: zero it, and padded query rows too.
-    allowed = key_mask if band is None else band if key_mask is None else key_mask & band
-    keep = None if allowed is None else allowed.any(dim=-1, keepdim=True)  # (..., Nq or 1, 1)
-    if query_mask is not None:
-        keep = query_mask if keep is None else keep & query_mask
-    return weights if keep is None else weights.mul_(keep)
+        weights.masked_fill_(~band, float("-inf"))
+    row_max = weights.amax(dim=-1, keepdim=True)
+    row_max.masked_fill_(row_max == float("-inf"), 0.0)  # a row with no allowed key: exp(-inf) = 0
+    weights.sub_(row_max).exp_()
+    # Rows with an allowed key sum to >= 1 (their maximum gives exp(0)); empty rows stay all zero.
+    weights.div_(weights.sum(dim=-1, keepdim=True).clamp_(min=1.0))
+    return weights if query_mask is None else weights.mul_(query_mask)
 
 
 def softmax_backward(grad_weights: Tensor, weights: Tensor) -> Tensor:
