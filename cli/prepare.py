@@ -59,6 +59,8 @@ def prepare_command(
     fmt: CustomFormat = typer.Option(None, "--format", help="custom task: file format."),
     columns: str = typer.Option(None, "--columns", help="custom conll task: column names, e.g. word,pos,_,tag."),
     force: bool = typer.Option(False, "--force", "-f", help="Rebuild even when the output is up to date."),
+    workers: int = typer.Option(0, "--workers", min=0, help="spaCy parser processes for large inputs "
+                                "(0 = one per CPU core; inputs under 20,000 sentences use one)."),
 ) -> None:
     """Turn a data set into attributed sentence graphs and cache them on disk.
 
@@ -82,7 +84,7 @@ def prepare_command(
                           files=files, format=fmt.value if fmt else None, columns=columns)
     settings = PrepareSettings(task=task.value, data=data, out=out, annotator=annotator.value if annotator else None,
                                max_len=max_len, min_freq=min_freq, char_len=char_len, embeddings=embeddings,
-                               stanza_dir=stanza_dir, options=options, force=force)
+                               stanza_dir=stanza_dir, options=options, force=force, workers=workers)
     with user_errors():
         result = prepare(settings)
     print_summary(result.manifest, result.out, result.up_to_date)

@@ -52,6 +52,8 @@ class PrepareSettings:
         char_len: characters kept per word.
         embeddings: GloVe/word2vec file whose rows are stored for the lower-cased vocabulary.
         stanza_dir: local stanza model directory.
+        workers: spaCy parser processes (0 = one per CPU core); not part of the fingerprint, since
+            the parses are the same for any number.
     """
 
     task: str
@@ -65,6 +67,7 @@ class PrepareSettings:
     stanza_dir: Path | None = None
     options: TaskOptions = field(default_factory=TaskOptions)
     force: bool = False
+    workers: int = 0
 
 
 @dataclass
@@ -265,7 +268,8 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     sources = [{"path": str(p), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in sources_paths]
 
     annotator_name = settings.annotator or spec.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
-    annotator = make_annotator(annotator_name, stanza_dir=settings.stanza_dir, gold=spec.gold)
+    workers = settings.workers or os.cpu_count() or 1
+    annotator = make_annotator(annotator_name, stanza_dir=settings.stanza_dir, gold=spec.gold, workers=workers)
     max_len = spec.max_len if settings.max_len is None else (settings.max_len or None)
     emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
     if settings.embeddings and not Path(settings.embeddings).is_file():

@@ -52,6 +52,7 @@ def make_annotator(
     stanza_dir: str | Path | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     gold: frozenset[str] | None = None,
+    workers: int = 1,
 ) -> Annotator:
     """The annotator called ``name`` (one of :data:`ANNOTATOR_NAMES`).
 
@@ -61,6 +62,7 @@ def make_annotator(
         batch_size: sentences per parser batch (``spacy``/``stanza``).
         gold: the task's ``TaskSpec.gold``; ``gold`` only: sets ``provides`` and fails early when
             the task has no POS. ``None``: judged from the sentences at ``annotate`` time.
+        workers: parser processes (``spacy`` only; the output is the same for any number).
 
     Raises:
         DataError: unknown name, missing package or model (with install instructions), or
@@ -70,7 +72,7 @@ def make_annotator(
     if key == "gold":
         return GoldAnnotator(gold)
     if key == "spacy":
-        return SpacyAnnotator(batch_size=batch_size)
+        return SpacyAnnotator(batch_size=batch_size, workers=workers)
     if key == "stanza":
         return StanzaAnnotator(stanza_dir=stanza_dir, batch_size=batch_size)
     if key == "none":

