@@ -96,9 +96,58 @@ def collate(items: list[Data], indices: list[int] | None = None, tagging: bool =
     return GraphBatch(a, None, y, index)
 
 
+def _dense_side(t: dict, side: str, index: Tensor) -> tuple[SideBatch, Tensor, Tensor]:
+    """One side of the items ``index`` straight from the columnar store, densified with PyG.
+
+    Same result as building each item's ``Data`` and collating (``collate``), without the per-item
+    objects: the nodes of all items are gathered with one index, ``to_dense_batch`` pads them and
+    ``to_dense_adj`` rebuilds ``e_ik``. Returns the side, its node-to-item vector and node positions.
+    """
+    ptr = t[f"{side}.ptr"]
+    starts, lengths = ptr[index], ptr[index + 1] - ptr[index]  # (B,)
+    size, n_max = index.numel(), int(lengths.max())
+    item = torch.repeat_interleave(torch.arange(size), lengths)  # (Ntot,) node -> item
+    first = torch.cumsum(lengths, 0) - lengths  # (B,) offset of each item in the flat node list
+    local = torch.arange(int(lengths.sum())) - first[item]  # (Ntot,) position inside the sentence
+    rows = starts[item] + local  # (Ntot,) rows of the store
+    types = t[f"{side}.type"][rows].long()
+    dense = {}
+    for name, values in (("word", t["types.word"][types]), ("lower", t["types.lower"][types]),
+                         ("chars", t["types.chars"][types]), ("spell", t["types.spell"][types].float())):
+        dense[name], mask = to_dense_batch(values if name == "spell" else values.long(), item, batch_size=size,
+                                           max_num_nodes=n_max)
+    if f"{side}.upos" in t:
+        dense["upos"], _ = to_dense_batch(t[f"{side}.upos"][rows].long(), item, batch_size=size, max_num_nodes=n_max)
+    if f"{side}.head" in t:
+        head = t[f"{side}.head"][rows].long()
+        deprel = t[f"{side}.deprel"][rows].long()
+        node = torch.arange(local.numel())
+        is_root = head < 0
+        target = torch.where(is_root, node, first[item] + head)  # global index of each head (root: itself)
+        down = ~is_root
+        edge_index = torch.cat([torch.stack([node, target]), torch.stack([target[down], node[down]])], 1)
+        edge_type = torch.cat([1 + 2 * deprel, 2 + 2 * deprel[down]])  # see data_prep.graphs
+        dense["edge_type"] = to_dense_adj(edge_index, item, edge_attr=edge_type, max_num_nodes=n_max,
+                                          batch_size=size)
+    return SideBatch(mask=mask, **dense), item, rows
+
+
 def make_batch(dataset, indices: list[int]) -> GraphBatch:
-    """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch."""
-    return collate([dataset[i] for i in indices], indices, tagging=dataset.level == "node")
+    """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch.
+
+    Equals ``collate([dataset[i] for i in indices], indices, tagging=...)`` (tested), several times
+    faster: the training loop's hot path.
+    """
+    t = dataset.t
+    index = torch.as_tensor(indices, dtype=torch.long)
+    a, item, rows = _dense_side(t, "a", index)
+    b = _dense_side(t, "b", index)[0] if "b.ptr" in t else None
+    if "a.tag" in t:
+        y, _ = to_dense_batch(t["a.tag"][rows].long(), item, batch_size=index.numel(),
+                              max_num_nodes=a.mask.shape[1])
+    else:
+        y = t["y"][index]
+    return GraphBatch(a, b, y, index)
 
 
 def item_lengths(dataset) -> list[int]:

@@ -2,9 +2,10 @@
 
 from collections import Counter
 
+import pytest
 import torch
 
-from cn3.batching import bucketed_batches, collate
+from cn3.batching import bucketed_batches, collate, make_batch
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
 from data_prep.vocab import Vocab
@@ -82,3 +83,44 @@ def test_max_tokens_caps_rows_times_longest():
     lengths = [100] * 10 + [5] * 50
     for b in bucketed_batches(lengths, 32, shuffle=False, max_tokens=300):
         assert len(b) * max(lengths[i] for i in b) <= 300 or len(b) == 1
+
+
+def _equal(x, y):
+    if x is None or y is None:
+        return x is None and y is None
+    return x.dtype == y.dtype and torch.equal(x, y)
+
+
+@pytest.mark.parametrize("level", ["graph", "node", "pair"])
+def test_fast_batch_equals_collated_data_objects(level):
+    ds = small_dataset(level)
+    for indices in ([2, 0, 1], [1], [0, 2]):
+        fast = make_batch(ds, indices)
+        slow = collate([ds[i] for i in indices], indices, tagging=level == "node")
+        assert torch.equal(fast.y, slow.y) and torch.equal(fast.index, slow.index)
+        for side in ("a", "b"):
+            f, s = getattr(fast, side), getattr(slow, side)
+            if s is None:
+                assert f is None
+                continue
+            for name in ("word", "lower", "chars", "spell", "mask", "upos", "edge_type"):
+                assert _equal(getattr(f, name), getattr(s, name)), (side, name)
+
+
+def test_fast_batch_on_real_pairs(data_root, tmp_path):
+    from data_prep.prepare import PrepareSettings, prepare
+    from data_prep.taskspec import TaskOptions
+
+    rows = "text_a\ttext_b\tlabel\n" + "".join(
+        f"w{i} x y{'z' * (i % 3)}\t{'a ' * (1 + i % 4)}b\t{'yes' if i % 2 else 'no'}\n" for i in range(40))
+    (tmp_path / "t.tsv").write_text(rows)
+    options = TaskOptions(files={"train": tmp_path / "t.tsv"}, format="tsv")
+    result = prepare(PrepareSettings(task="custom", out=tmp_path / "p", annotator="spacy", options=options))
+    from data_prep.dataset import load_prepared
+
+    ds = load_prepared(result.out).splits["train"]
+    indices = list(range(0, 40, 3))
+    fast, slow = make_batch(ds, indices), collate([ds[i] for i in indices], indices)
+    for side in ("a", "b"):
+        for name in ("word", "chars", "spell", "mask", "upos", "edge_type"):
+            assert _equal(getattr(getattr(fast, side), name), getattr(getattr(slow, side), name)), (side, name)
