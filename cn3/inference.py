@@ -6,7 +6,7 @@ from pathlib import Path
 
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
-from data_prep.readers.imdb import tokenize
+from data_prep.tokenize import tokenize
 from data_prep.store import GraphDataset, encode_split
 
 

@@ -22,7 +22,6 @@ from data_prep.readers import (
     read_sst2,
     read_sst5,
     read_trec,
-    tokenize,
 )
 from data_prep.readers.columns import read_blocks
 from data_prep.readers.custom import load_custom
@@ -119,13 +118,6 @@ def test_imdb(load_real):
     assert labels(data["test"]) == {"negative": 12_500, "positive": 12_500}
     assert labels(data["train"] + data["dev"]) == {"negative": 12_500, "positive": 12_500}
     assert not any("<br" in t for e in data["test"][:2000] for t in e.sentences[0].tokens)
-
-
-def test_tokenize():
-    text = "I don't think it's 7/10...<br /><br />Well-made, 1,000 films!"
-    assert tokenize(text) == [
-        "I", "do", "n't", "think", "it", "'s", "7/10", "...", "Well-made", ",", "1,000", "films", "!"
-    ]  # fmt: skip
 
 
 def test_conll2003(load_real):

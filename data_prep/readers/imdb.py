@@ -1,17 +1,13 @@
 """IMDB reviews (Maas et al., 2011): ``{"id", "label", "rating", "text"}`` per line, jsonl.gz.
 
-``<br />`` tags become spaces; the text is then split by :data:`TOKEN_RE`, a small PTB-like regex
-tokenizer (one ``findall`` per review): ``n't`` and the clitics ``'s 're 've 'll 'd 'm`` are separate
-tokens (``don't`` -> ``do n't``, ``can't`` -> ``ca n't``), numbers keep inner ``.,:/`` (``7/10``,
-``1,000``), words keep inner hyphens (``well-made``), ``...`` is one token, any other non-space
-character is a token of its own. Case is kept.
+``<br />`` tags become spaces; the text is then split by :func:`data_prep.tokenize.tokenize`, a
+small PTB-like regex tokenizer. Case is kept.
 Labels: 0/1 -> ``negative``/``positive``. Splits: train minus a seeded 10% (dev), test.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from data_prep.errors import DataError
@@ -20,37 +16,9 @@ from data_prep.readers.common import gc_paused, task_dir
 from data_prep.readers.splits import hold_out
 from data_prep.taskspec import TaskOptions
 from data_prep.textio import read_lines
+from data_prep.tokenize import tokenize
 
 IMDB_LABELS = ("negative", "positive")
-
-BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
-TOKEN_RE = re.compile(
-    r"""\w+(?=n't\b)             # "do" of "don't"
-      | n't\b
-      | '(?:s|re|ve|ll|d|m)\b    # clitics
-      | \d+(?:[.,:/]\d+)+        # 1,000  3.5  7/10  10:30
-      | \w+(?:-\w+)*             # words, hyphenated words
-      | \.\.+                    # ellipsis
-      | \S                       # any other character
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
-
-
-def tokenize(text: str) -> list[str]:
-    """Tokens of a raw review (``<br />`` removed), see the module docstring.
-
-    Whitespace-separated chunks that are plain ASCII letters/digits are tokens as they are (the regex
-    would return them unchanged); only the other chunks go through :data:`TOKEN_RE`.
-    """
-    out: list[str] = []
-    append, extend, findall = out.append, out.extend, TOKEN_RE.findall
-    for chunk in BR_RE.sub(" ", text).split():
-        if chunk.isalnum() and chunk.isascii():
-            append(chunk)
-        else:
-            extend(findall(chunk))
-    return out
 
 
 @gc_paused
