@@ -9,6 +9,8 @@ equal those of an uninterrupted run with the same seed.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +28,10 @@ from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
 from cn3.runtime import resolve_device, rng_state, seed_everything, set_rng_state
 
-#: Settings a resumed run may change (how long to go on); anything else must match the run.
-RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience")}
+#: Settings a resumed run may change (how long to go on, and how many CPU threads or how often to
+#: checkpoint, which do not change what is computed); anything else must match the run.
+RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
+                     ("train", "num_threads"), ("train", "checkpoint_every")}
 
 
 def ensure_prepared(cfg: RunConfig) -> Path:
@@ -123,13 +127,28 @@ def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: 
     return score(level, tag_scheme, gold, pred)
 
 
+def _sigterm_as_interrupt():
+    """Make SIGTERM (``kill``, job schedulers) stop training like Ctrl-C: save ``latest.pt``, exit.
+
+    Returns the previous handler to restore, or ``None`` off the main thread (where signal
+    handlers cannot be installed).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
 def _check_resume_config(saved: dict, new: dict) -> None:
     for section, values in new.items():
         for key, value in values.items():
             old = saved.get(section, {}).get(key)
             if old != value and (section, key) not in RESUMABLE_CHANGES:
                 raise ConfigError(f"cannot resume: {section}.{key} is {value!r} but the run was started with "
-                                  f"{old!r} (only train.epochs, train.max_steps and train.patience may change)")
+                                  f"{old!r} (only {', '.join(f'{a}.{b}' for a, b in sorted(RESUMABLE_CHANGES))} may change)")
 
 
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
@@ -194,6 +213,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     t = cfg.train
     start_time = time.perf_counter() - state["seconds"]
     stopped = False
+    previous_sigterm = _sigterm_as_interrupt()
     try:
         with progress(transient=False) as bar:
             while state["epoch"] < t.epochs and not stopped:
@@ -258,6 +278,9 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         checkpoint(run.latest)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     return finish(run, ds, device, cfg, state, command)
 
 

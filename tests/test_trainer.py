@@ -82,3 +82,33 @@ def test_resume_refuses_a_changed_model(prepared, tmp_path):
     run("trec", data, tmp_path / "r", common + ["train.max_steps=2"])
     with pytest.raises(ConfigError, match="model.hidden"):
         run("trec", data, tmp_path / "r", common + ["model.hidden=40"], resume=True)
+
+
+def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    import cn3.trainer as trainer_module
+
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=200", "train.epochs=2", "train.batch_size=16"]
+    real_make_batch = trainer_module.make_batch
+    calls = {"n": 0}
+
+    def make_batch_then_term(dataset, indices):
+        calls["n"] += 1
+        if calls["n"] == 5:  # the 5th training batch: steps 1-4 are done
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_make_batch(dataset, indices)
+
+    monkeypatch.setattr(trainer_module, "make_batch", make_batch_then_term)
+    handler_before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        run("trec", data, tmp_path / "t", common)
+    saved = torch.load(tmp_path / "t" / "latest.pt", weights_only=False)["state"]
+    assert saved["step"] == 4 and saved["batch_in_epoch"] == 4
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # the trainer's handler is gone again
+    monkeypatch.setattr(trainer_module, "make_batch", real_make_batch)
+    resumed = run("trec", data, tmp_path / "t", common, resume=True)
+    straight = run("trec", data, tmp_path / "s", common)
+    assert resumed["scores"] == straight["scores"]
