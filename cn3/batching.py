@@ -78,9 +78,11 @@ def _side(batch: Batch, suffix: str, vector: Tensor) -> tuple[SideBatch, Tensor]
 
 
 def collate(items: list[Data], indices: list[int] | None = None, tagging: bool = False) -> GraphBatch:
-    """Collate dataset items (all ``Data`` or all ``PairData``) into a :class:`GraphBatch`.
+    """Collate any list of ``Data`` (or ``PairData``) graphs into a :class:`GraphBatch`.
 
-    ``tagging``: ``y`` holds one label per node (densified to ``(B, N)``), else one per item.
+    The general PyG path (``Batch.from_data_list`` + ``to_dense_batch``/``to_dense_adj``), for
+    graphs built outside a prepared store; it is also the reference :func:`make_batch` is tested
+    against. ``tagging``: ``y`` holds one label per node (densified to ``(B, N)``), else one per item.
     """
     index = torch.tensor(indices if indices is not None else range(len(items)), dtype=torch.long)
     if hasattr(items[0], "word_a"):
