@@ -39,3 +39,16 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(state["numpy"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                       device: torch.device) -> dict:
+    """Load a ``latest.pt`` for ``--resume``: weights, optimiser and every RNG stream.
+
+    Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
+    """
+    ckpt = torch.load(path, map_location=device, weights_only=False)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    set_rng_state(ckpt["rng"])
+    return ckpt["state"]

@@ -26,7 +26,7 @@ from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import resolve_device, rng_state, seed_everything, set_rng_state
+from cn3.runtime import resolve_device, restore_checkpoint, rng_state, seed_everything
 
 #: Settings a resumed run may change (how long to go on, and how many CPU threads or how often to
 #: checkpoint, which do not change what is computed); anything else must match the run.
@@ -188,11 +188,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
              "bad_evals": 0, "seconds": 0.0}
     if resume:
-        ckpt = torch.load(run.latest, map_location=device, weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        state = ckpt["state"]
-        set_rng_state(ckpt["rng"])
+        state = restore_checkpoint(run.latest, model, optimizer, device)
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev {state['best_score']:.2f})")
     else:

@@ -38,7 +38,7 @@ from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, lo
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import resolve_device, rng_state, seed_everything, set_rng_state
+from cn3.runtime import resolve_device, restore_checkpoint, rng_state, seed_everything
 
 CHECKPOINT_KIND = "cn3-nmt"
 
@@ -209,11 +209,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
              "best_epoch": 0, "bad_evals": 0, "seconds": 0.0}
     if resume:
-        ckpt = torch.load(run.latest, map_location=device, weights_only=False)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        state = ckpt["state"]
-        set_rng_state(ckpt["rng"])
+        state = restore_checkpoint(run.latest, model, optimizer, device)
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev BLEU {state['best_score']:.2f})")
     else:

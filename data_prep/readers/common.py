@@ -1,9 +1,10 @@
-"""Helpers shared by the readers: locating task folders, checking labels, bracket-free tokens."""
+"""Helpers shared by the readers: task folders, labels, JSON lines, bracket-free tokens."""
 
 from __future__ import annotations
 
 import functools
 import gc
+import json
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -66,3 +67,14 @@ def gc_paused(func: Callable[P, R]) -> Callable[P, R]:
                 gc.enable()
 
     return wrapper
+
+
+def json_object(text: str, path: Path, number: int) -> dict:
+    """``text`` parsed as one JSON object, or a DataError naming file and line."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"invalid JSON ({err.msg} at column {err.colno}); expected one JSON object per line", path, number) from None
+    if not isinstance(record, dict):
+        raise DataError(f"expected a JSON object, found {type(record).__name__}", path, number)
+    return record

@@ -15,13 +15,12 @@ Labels come from train; a dev/test label never seen in train is a DataError.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.readers.columns import read_blocks
-from data_prep.readers.common import gc_paused, tokens_of
+from data_prep.readers.common import gc_paused, json_object, tokens_of
 from data_prep.readers.treebanks import check_tree, parse_head
 from data_prep.taskspec import SPLITS, TaskOptions
 from data_prep.textio import read_lines
@@ -134,12 +133,7 @@ def read_custom_jsonl(path: str | Path) -> tuple[str, list[Example]]:
     for number, text in read_lines(path):
         if not text.strip():
             continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON ({err.msg}); expected one JSON object per line", path, number) from None
-        if not isinstance(record, dict):
-            raise DataError(f"expected a JSON object, found {type(record).__name__}", path, number)
+        record = json_object(text, path, number)
         if level is None:
             level = _text_level(record.keys(), path, number)
         out.append(_example(record, level, path, number))
@@ -189,13 +183,7 @@ def custom_level(options: TaskOptions) -> str:
         raise DataError("empty file; expected a header row", path)
     for number, text in read_lines(path):
         if text.strip():
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise DataError(f"invalid JSON ({err.msg}); expected one JSON object per line", path, number) from None
-            if not isinstance(record, dict):
-                raise DataError(f"expected a JSON object, found {type(record).__name__}", path, number)
-            return _text_level(record.keys(), path, number)
+            return _text_level(json_object(text, path, number).keys(), path, number)
     raise DataError("no records; expected one JSON object per line", path)
 
 

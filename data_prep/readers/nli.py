@@ -5,27 +5,16 @@ Labels are lower-case ``entailment``, ``neutral``, ``contradiction`` for both.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
-from data_prep.readers.common import check_label, gc_paused, task_dir, tokens_of, unbracket
+from data_prep.readers.common import check_label, gc_paused, json_object, task_dir, tokens_of, unbracket
 from data_prep.taskspec import TaskOptions
 from data_prep.textio import read_lines
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 SNLI_FILES = {"train": "snli_1.0_train_0.01.jsonl.gz", "dev": "snli_1.0_dev.jsonl.gz"}
-
-
-def _json_object(text: str, path: Path, number: int) -> dict:
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON ({err.msg} at column {err.colno}); expected one JSON object per line", path, number) from None
-    if not isinstance(record, dict):
-        raise DataError(f"expected a JSON object, found {type(record).__name__}", path, number)
-    return record
 
 
 def _snli_tokens(record: dict, side: str, path: Path, number: int) -> list[str]:
@@ -52,7 +41,7 @@ def read_snli(path: str | Path, stats: dict | None = None) -> list[Example]:
     for number, text in read_lines(path):
         if not text.strip():
             continue
-        record = _json_object(text, path, number)
+        record = json_object(text, path, number)
         label = record.get("gold_label")
         if label is None:
             raise DataError("missing 'gold_label'; expected entailment, neutral, contradiction or -", path, number)
