@@ -6,11 +6,16 @@ Exact resume needs every random stream restored: torch (CPU and CUDA), Python an
 from __future__ import annotations
 
 import random
+import signal
+import threading
+from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
-from cn3.config import ConfigError
+from cn3.config import ConfigError, to_dict
+from cn3.run_dir import RunDir
 
 
 def resolve_device(name: str) -> torch.device:
@@ -52,3 +57,51 @@ def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Opti
     optimizer.load_state_dict(ckpt["optimizer"])
     set_rng_state(ckpt["rng"])
     return ckpt["state"]
+
+
+def check_resume_config(saved: dict, new: dict, resumable: set[tuple[str, str]]) -> None:
+    """A resumed run must have the config it was started with, except the ``(section, key)``
+    pairs in ``resumable`` (how long to go on, threads, ...); else a ConfigError naming the key."""
+
+    def flat(d: dict, prefix=()) -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, prefix + (k,)))
+            else:
+                out[prefix + (k,)] = v
+        return out
+
+    old_flat, new_flat = flat(saved), flat(new)
+    for key in sorted(set(old_flat) | set(new_flat)):
+        if old_flat.get(key) != new_flat.get(key) and key[:2] not in resumable:
+            allowed = ", ".join(sorted(".".join(k) for k in resumable))
+            raise ConfigError(f"cannot resume: {'.'.join(key)} is {new_flat.get(key)!r} but the run was started "
+                              f"with {old_flat.get(key)!r} (only {allowed} may change)")
+
+
+def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
+             resumable: set[tuple[str, str]]) -> tuple[torch.device, RunDir, dict]:
+    """What both trainers do first: the device, torch's thread count, the run directory and the
+    config as a dict, checked against the run's own config when resuming."""
+    device = resolve_device(device_name)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    run = RunDir(run_path)
+    config_dict = to_dict(cfg)
+    if resume and run.config.exists():
+        check_resume_config(yaml.safe_load(run.config.read_text()), config_dict, resumable)
+    return device, run, config_dict
+
+
+def sigterm_as_interrupt():
+    """Make SIGTERM (``kill``, job schedulers) stop training like Ctrl-C, so the trainer saves
+    ``latest.pt`` before exiting. Returns the previous handler to restore, or ``None`` off the
+    main thread (where signal handlers cannot be installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)

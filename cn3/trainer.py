@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +19,13 @@ import torch
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write_json
 from cn3.batching import bucketed_batches, item_lengths, make_batch
-from cn3.config import ConfigError, from_dict, to_dict
+from cn3.config import ConfigError, from_dict
 from cn3.console import console, progress
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import resolve_device, restore_checkpoint, rng_state, seed_everything
+from cn3.runtime import open_run, restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
 
 #: Settings a resumed run may change (how long to go on, and how many CPU threads or how often to
 #: checkpoint, which do not change what is computed); anything else must match the run.
@@ -127,28 +126,8 @@ def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: 
     return score(level, tag_scheme, gold, pred)
 
 
-def _sigterm_as_interrupt():
-    """Make SIGTERM (``kill``, job schedulers) stop training like Ctrl-C: save ``latest.pt``, exit.
-
-    Returns the previous handler to restore, or ``None`` off the main thread (where signal
-    handlers cannot be installed).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, interrupt)
 
 
-def _check_resume_config(saved: dict, new: dict) -> None:
-    for section, values in new.items():
-        for key, value in values.items():
-            old = saved.get(section, {}).get(key)
-            if old != value and (section, key) not in RESUMABLE_CHANGES:
-                raise ConfigError(f"cannot resume: {section}.{key} is {value!r} but the run was started with "
-                                  f"{old!r} (only {', '.join(f'{a}.{b}' for a, b in sorted(RESUMABLE_CHANGES))} may change)")
 
 
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
@@ -159,15 +138,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     """
     from data_prep.dataset import load_prepared
 
-    device = resolve_device(device_name)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    run = RunDir(run_path)
-    config_dict = to_dict(cfg)
-    if resume and run.config.exists():
-        import yaml
-
-        _check_resume_config(yaml.safe_load(run.config.read_text()), config_dict)
+    device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     given = cfg.data.prepared
     prepared = given if given and (Path(given) / "manifest.json").is_file() else ensure_prepared(cfg)
     ds = load_prepared(prepared)
@@ -209,7 +180,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     t = cfg.train
     start_time = time.perf_counter() - state["seconds"]
     stopped = False
-    previous_sigterm = _sigterm_as_interrupt()
+    previous_sigterm = sigterm_as_interrupt()
     try:
         with progress(transient=False) as bar:
             while state["epoch"] < t.epochs and not stopped:

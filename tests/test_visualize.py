@@ -70,7 +70,8 @@ def assert_clean_error(result, *fragments):
 
 def test_edge_view_rows_are_distributions(runs):
     from cn3.run_dir import RunDir
-    from cn3.trainer import load_model, resolve_device
+    from cn3.runtime import resolve_device
+    from cn3.trainer import load_model
     from cn3.visualize import edge_view, resolve_word
 
     device = resolve_device("cpu")

@@ -21,6 +21,7 @@ models' bytes, weights; ``cn3 nmt translate`` needs nothing else.
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -31,14 +32,14 @@ import torch
 
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write, atomic_write_json, atomic_write_text
-from cn3.config import ConfigError, to_dict
+from cn3.config import ConfigError
 from cn3.console import console, progress
 from cn3.nmt.config import NMTConfig, config_from_dict
 from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch, token_batches
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import resolve_device, restore_checkpoint, rng_state, seed_everything
+from cn3.runtime import open_run, restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
 
 CHECKPOINT_KIND = "cn3-nmt"
 
@@ -146,22 +147,6 @@ def validation_loss(model: Seq2Seq, data: EncodedPairs, max_tokens: int, smoothi
     return nll_sum / max(tokens, 1)
 
 
-def _check_resume_config(saved: dict, new: dict) -> None:
-    def flat(d: dict, prefix=()) -> dict:
-        out = {}
-        for k, v in d.items():
-            if isinstance(v, dict):
-                out.update(flat(v, prefix + (k,)))
-            else:
-                out[prefix + (k,)] = v
-        return out
-
-    old_flat, new_flat = flat(saved), flat(new)
-    for key in sorted(set(old_flat) | set(new_flat)):
-        if old_flat.get(key) != new_flat.get(key) and key[:2] not in RESUMABLE_CHANGES:
-            raise ConfigError(f"cannot resume: {'.'.join(key)} is {new_flat.get(key)!r} but the run was started "
-                              f"with {old_flat.get(key)!r} (only {', '.join(sorted('.'.join(k) for k in RESUMABLE_CHANGES))}"
-                              " may change)")
 
 
 def _tokenizer(run: RunDir, cfg: NMTConfig, train_pairs, resume: bool) -> Tokenizer:
@@ -182,15 +167,7 @@ def _tokenizer(run: RunDir, cfg: NMTConfig, train_pairs, resume: bool) -> Tokeni
 
 def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_name: str = "auto") -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
-    device = resolve_device(device_name)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    run = RunDir(run_path)
-    config_dict = to_dict(cfg)
-    if resume and run.config.exists():
-        import yaml
-
-        _check_resume_config(yaml.safe_load(run.config.read_text()), config_dict)
+    device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     t = cfg.train
     final_splits(t.final_splits, cfg.data.corpus)  # a typo fails now, not after training
     train_pairs = load_split(cfg.data, "train", t.seed)
@@ -263,6 +240,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     start_time = time.perf_counter() - state["seconds"]
     stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
     model.train()
+    previous_sigterm = sigterm_as_interrupt()
     try:
         with progress(transient=False) as bar:
             while state["epoch"] < t.epochs and not stopped:
@@ -326,6 +304,9 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
         checkpoint(run.latest)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     return finish(run, cfg, device, state)
 
 
