@@ -19,6 +19,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the result should be an ordinary file
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -27,6 +28,12 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

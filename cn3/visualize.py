@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import html
 import io
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -656,11 +655,3 @@ def write_output(view: EdgeView, path: Path, layers: list[int], focus: dict[int,
         fig = render_figure(view, layers, focus)
         metadata = _NO_SVG_METADATA if fmt == "svg" else None
         atomic_write(path, lambda handle: fig.savefig(handle, format=fmt, dpi=150, metadata=metadata))
-    _readable(path)
-
-
-def _readable(path: Path) -> None:
-    """Give the written file the usual permissions (the atomic temp file is private, 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)

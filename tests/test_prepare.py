@@ -152,3 +152,14 @@ def test_refuses_to_overwrite_a_foreign_directory(tmp_path, data_root):
     with pytest.raises(DataError, match="not empty"):
         prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
     assert (out / "notes.txt").read_text() == "precious"
+
+
+def test_written_files_are_ordinary_files(trec):
+    import os
+    import stat
+
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("manifest.json", "vocab.json"):
+        mode = stat.S_IMODE((trec.out / name).stat().st_mode)
+        assert mode == 0o666 & ~mask, oct(mode)  # not the 0600 of a temporary file
