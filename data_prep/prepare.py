@@ -271,9 +271,9 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     workers = settings.workers or os.cpu_count() or 1
     annotator = make_annotator(annotator_name, stanza_dir=settings.stanza_dir, gold=spec.gold, workers=workers)
     max_len = spec.max_len if settings.max_len is None else (settings.max_len or None)
-    emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
     if settings.embeddings and not Path(settings.embeddings).is_file():
         raise DataError("embeddings file not found", settings.embeddings)
+    emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
     fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash)
 
     previous = read_manifest(out)

@@ -118,3 +118,10 @@ def test_cuda_requested_without_cuda(trained):
     run, _ = trained
     result = invoke("evaluate", run, "--device", "cuda")
     assert result.exit_code == 1 and "no CUDA device" in result.output
+
+
+def test_missing_embeddings_in_config(tmp_path):
+    result = invoke("train", "--task", "trec", "--run-dir", tmp_path / "r", "--set", "data.embeddings=nowhere.txt",
+                    "--set", f"data.prepared={tmp_path / 'p'}")
+    assert result.exit_code == 1 and "embeddings file not found" in result.output
+    assert "Traceback" not in result.output
