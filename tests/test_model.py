@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from cn3.batching import collate, make_batch
+from cn3.config import ConfigError
 from cn3.models.model import ModelArgs, SentenceGraphModel
 from cn3.run_config import ModelConfig
 from tests.test_batching import small_dataset
@@ -74,7 +75,7 @@ def test_pretrained_vectors_are_loaded_and_can_be_frozen():
     assert model.nodes.word.weight[0].abs().sum() == 0
 
 
-def test_gcn_and_edge_attrs_need_trees():
-    cfg = ModelConfig(encoder="cn3", edge_attrs=True)
-    with pytest.raises(ValueError, match="trees"):
+@pytest.mark.parametrize("cfg", [ModelConfig(encoder="cn3", edge_attrs=True), ModelConfig(encoder="gcn")])
+def test_gcn_and_edge_attrs_need_trees(cfg):
+    with pytest.raises(ConfigError, match="trees"):
         SentenceGraphModel(cfg, ModelArgs("graph", 2, 20, 15, 0, 11, 0))

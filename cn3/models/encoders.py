@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import DenseGCNConv
 
+from cn3.config import ConfigError
 from cn3.layers import DynamicGraphEncoder
 from cn3.models.context import BiLSTMContext, CNNContext
 from cn3.run_config import ModelConfig
@@ -44,7 +45,7 @@ class CN3Encoder(nn.Module):
         self.out_dim = hidden
         self.edge_attrs = cfg.edge_attrs
         if cfg.edge_attrs and not n_edge_types:
-            raise ValueError("model.edge_attrs needs dependency trees: prepare the task with an annotator "
+            raise ConfigError("model.edge_attrs needs dependency trees: prepare the task with an annotator "
                              "that parses (gold trees, spacy or stanza)")
 
     def forward(self, x, v, mask, edge_type):
@@ -94,7 +95,7 @@ class TransformerSentenceEncoder(nn.Module):
         super().__init__()
         d = 2 * cfg.hidden
         if d % cfg.heads:
-            raise ValueError(f"2*hidden ({d}) must be divisible by heads ({cfg.heads})")
+            raise ConfigError(f"model.heads: 2 * model.hidden ({d}) must be divisible by heads ({cfg.heads})")
         self.proj = nn.Linear(in_dim, d)
         layer = nn.TransformerEncoderLayer(d, cfg.heads, 2 * d, cfg.dropout, batch_first=True)
         self.layers = nn.TransformerEncoder(layer, cfg.graph_layers, enable_nested_tensor=False)
@@ -110,8 +111,11 @@ class GCNEncoder(nn.Module):
     """Context layer, then graph convolutions over the dependency tree (undirected, self-loops):
     the fixed-structure baseline that CN3's learned structure is compared with."""
 
-    def __init__(self, cfg: ModelConfig, in_dim: int):
+    def __init__(self, cfg: ModelConfig, in_dim: int, n_edge_types: int):
         super().__init__()
+        if not n_edge_types:
+            raise ConfigError("the gcn encoder needs dependency trees: prepare the task with an annotator "
+                              "that parses (gold trees, spacy or stanza)")
         self.context = make_context(cfg, in_dim)
         hidden = self.context.out_dim if self.context is not None else in_dim
         self.convs = nn.ModuleList(DenseGCNConv(hidden, hidden) for _ in range(cfg.graph_layers))
@@ -119,9 +123,6 @@ class GCNEncoder(nn.Module):
         self.out_dim = hidden
 
     def forward(self, x, v, mask, edge_type):
-        if edge_type is None:
-            raise ValueError("the gcn encoder needs dependency trees: prepare the task with an annotator "
-                             "that parses (gold trees, spacy or stanza)")
         h = self.context(x, mask) if self.context is not None else x
         adj = (edge_type > 0).to(h.dtype)  # (B, N, N), both directions are stored
         for conv in self.convs:
@@ -142,5 +143,5 @@ def make_encoder(cfg: ModelConfig, in_dim: int, attr_dim: int, n_edge_types: int
     if cfg.encoder == "transformer":
         return TransformerSentenceEncoder(cfg, in_dim)
     if cfg.encoder == "gcn":
-        return GCNEncoder(cfg, in_dim)
-    raise ValueError(f"unknown encoder {cfg.encoder!r}")
+        return GCNEncoder(cfg, in_dim, n_edge_types)
+    raise ConfigError(f"unknown encoder {cfg.encoder!r}")
