@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/collect_results.py runs/*          # one row per run
     .venv/bin/python bench/collect_results.py runs/mr-* --group   # mean ± std per (task, encoder)
+    .venv/bin/python bench/collect_results.py runs/nmt-* [--group]  # `cn3 nmt` runs: BLEU per split
+
+CN3 runs and `cn3 nmt` runs have different ``results.json`` (scores per split vs BLEU per split);
+give one kind per call.
 """
 
 from __future__ import annotations
@@ -28,12 +32,38 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
 
 
+def nmt_table(rows: list[dict], group: bool) -> None:
+    """BLEU (beam search, sacreBLEU) per split of ``cn3 nmt train`` runs."""
+    splits = [s for s in ("val", "test2016", "test2017", "mscoco2017") if any(s in r["scores"] for r in rows)]
+    if group:
+        groups = defaultdict(list)
+        for r in rows:
+            groups[r["encoder"]].append(r)
+        print("| encoder | " + " | ".join(splits) + " | runs | params | mean wall time |")
+        print("|---|" + "---|" * len(splits) + "---|---|---|")
+        for encoder, rs in sorted(groups.items()):
+            cells = [fmt([r["scores"][s]["bleu"] for r in rs]) if all(s in r["scores"] for r in rs) else "-"
+                     for s in splits]
+            wall = statistics.mean(r["seconds"] for r in rs)
+            print(f"| {encoder} | " + " | ".join(cells) + f" | {len(rs)} | {rs[0]['parameters']:,} | {wall:.0f} s |")
+        return
+    print("| encoder | seed | " + " | ".join(splits) + " | best epoch | steps | wall time | params |")
+    print("|---|---|" + "---|" * len(splits) + "---|---|---|---|")
+    for r in rows:
+        cells = [f"{r['scores'][s]['bleu']:.2f}" if s in r["scores"] else "-" for s in splits]
+        print(f"| {r['encoder']} | {r['seed']} | " + " | ".join(cells) +
+              f" | {r['best_epoch']} | {r['steps']} | {r['seconds']:.0f} s | {r['parameters']:,} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--group", action="store_true", help="mean ± std over runs of the same task and encoder")
     args = parser.parse_args()
     rows = load(args.runs)
+    if rows and "corpus" in rows[0]:  # written by `cn3 nmt train`
+        nmt_table(rows, args.group)
+        return
     if args.group:
         groups = defaultdict(list)
         for r in rows:
