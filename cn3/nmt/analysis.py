@@ -124,8 +124,10 @@ def plot_gates(stats: GateStats, title: str) -> bytes:
     ax.set_ylim(0, 1)
     if pos:
         ax = axes[0][1]
-        ax.bar([r["upos"] for r in pos], [r["mean"] for r in pos], color="#dd8452")
-        ax.set_xlabel("source word UPOS (spaCy)")
+        bars = ax.bar([r["upos"] for r in pos], [r["mean"] for r in pos], color="#dd8452")
+        # the word count on each bar: a tag seen a handful of times is noise, not a finding
+        ax.bar_label(bars, labels=[f"{r['words']:,}" for r in pos], fontsize=7, padding=2)
+        ax.set_xlabel("source word UPOS (spaCy); number of words above each bar")
         ax.set_ylim(0, 1)
         ax.tick_params(axis="x", rotation=60)
     fig.suptitle(title)
