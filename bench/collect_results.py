@@ -6,12 +6,19 @@
 
 CN3 runs and `cn3 nmt` runs have different ``results.json`` (scores per split vs BLEU per split);
 give one kind per call.
+
+    .venv/bin/python bench/collect_results.py runs/nmt-* --archive docs/runs
+
+``--archive DIR`` also copies each run's small records (config.yaml, results.json, metrics.jsonl,
+log.txt; not the checkpoints) to ``DIR/<run name>/``, so the runs behind RESULTS.md stay in the
+repository after the run directories are gone, and the tables can be made again from them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -24,6 +31,21 @@ def load(paths: list[Path]) -> list[dict]:
         if results.is_file():
             rows.append({**json.loads(results.read_text()), "run": str(path)})
     return rows
+
+
+RECORDS = ("config.yaml", "results.json", "metrics.jsonl", "log.txt")
+
+
+def archive(paths: list[Path], dest: Path) -> None:
+    """Copy the small records of each finished run to ``dest/<run name>/``."""
+    for path in paths:
+        if not (path / "results.json").is_file():
+            continue
+        target = dest / path.name
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RECORDS:
+            if (path / name).is_file():
+                shutil.copyfile(path / name, target / name)
 
 
 def fmt(values: list[float]) -> str:
@@ -59,8 +81,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--group", action="store_true", help="mean ± std over runs of the same task and encoder")
+    parser.add_argument("--archive", type=Path, metavar="DIR", help="also copy each run's records to DIR/<run name>/")
     args = parser.parse_args()
     rows = load(args.runs)
+    if args.archive:
+        archive(args.runs, args.archive)
     if rows and "corpus" in rows[0]:  # written by `cn3 nmt train`
         nmt_table(rows, args.group)
         return
