@@ -43,7 +43,9 @@ def print_summary(manifest: dict, out, up_to_date: bool) -> None:
         console.print(f"{kind} ({name}): {_labels(s['labels'], sum(s['labels'].values()))}", soft_wrap=True)
 
     vocab = ", ".join(f"{k} {v:,}" for k, v in manifest["vocab_sizes"].items())
-    console.print(f"vocabularies (train only): {vocab}")
+    source = "train; lower + words of any split with vectors" if manifest["settings"].get("vectors_vocab") \
+        else "train only"
+    console.print(f"vocabularies ({source}): {vocab}")
     speed = stats["annotation"]
     provides = ", ".join(ann["provides"]) or "words only"
     extra = "" if ann.get("pos_input", True) or "pos" not in ann["provides"] else \

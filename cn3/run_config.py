@@ -25,6 +25,8 @@ class DataConfig:
         annotator: ``None`` = the task's default.
         embeddings: word vectors file (GloVe text), absolute, relative to the working directory or
             relative to the data root; ``None`` = random initialisation.
+        vectors_vocab: words of any split that have a pretrained vector keep it (``cn3 prepare
+            --vectors-vocab``); ``false`` = train words only.
         max_len: truncation (``None`` = the task's default).
         fold: test fold of cross-validated tasks.
         fine: TREC fine labels.
@@ -37,6 +39,7 @@ class DataConfig:
     data: Path | None = None
     annotator: str | None = None
     embeddings: Path | None = None
+    vectors_vocab: bool = True
     max_len: int | None = None
     fold: int = 0
     fine: bool = False

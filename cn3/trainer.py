@@ -46,7 +46,7 @@ def ensure_prepared(cfg: RunConfig) -> Path:
         embeddings = data_root(d.data) / embeddings  # configs name vectors relative to the data root
     settings = PrepareSettings(task=d.task, data=d.data, out=d.prepared, annotator=d.annotator,
                                max_len=d.max_len, min_freq=d.min_freq, embeddings=embeddings,
-                               options=TaskOptions(fold=d.fold, fine=d.fine))
+                               vectors_vocab=d.vectors_vocab, options=TaskOptions(fold=d.fold, fine=d.fine))
     result = prepare(settings)
     state = "up to date" if result.up_to_date else "prepared"
     console.print(f"dataset {state}: {result.out} (annotator {result.manifest['annotator']['name']})")

@@ -51,6 +51,9 @@ class PrepareSettings:
         min_freq: words seen fewer times in train become ``<unk>``.
         char_len: characters kept per word.
         embeddings: GloVe/word2vec file whose rows are stored for the lower-cased vocabulary.
+        vectors_vocab: with ``embeddings``, every word of any split that has a pretrained vector
+            joins the lower-cased vocabulary, so a dev/test word unseen in training keeps its vector
+            instead of becoming ``<unk>`` (Kim, 2014; no labels are read).
         stanza_dir: local stanza model directory.
         workers: spaCy parser processes (0 = one per CPU core); not part of the fingerprint, since
             the parses are the same for any number.
@@ -64,6 +67,7 @@ class PrepareSettings:
     min_freq: int = 1
     char_len: int = 20
     embeddings: Path | None = None
+    vectors_vocab: bool = True
     stanza_dir: Path | None = None
     options: TaskOptions = field(default_factory=TaskOptions)
     force: bool = False
@@ -148,7 +152,11 @@ def _label_vocab(spec: TaskSpec, splits: dict[str, list[Example]]) -> Vocab:
     return vocab
 
 
-def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool) -> dict:
+def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool,
+                  vectors=None) -> dict:
+    """Vocabularies from the train split; with ``vectors`` (and ``settings.vectors_vocab``), the
+    lower-cased vocabulary also takes every other word of any split that has a pretrained vector
+    (dev/test words unseen in training, rare train words under ``min_freq``), after the train words."""
     train_sents = [s for ex in splits["train"] for s in ex.sentences]
     words = Counter(t for s in train_sents for t in s.tokens)
     lower = Counter()
@@ -157,9 +165,15 @@ def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bo
         lower[w.lower()] += c
         for ch in w[: settings.char_len]:
             chars[ch] += c
+    lower_vocab = Vocab.build(lower, settings.min_freq)
+    if vectors is not None and settings.vectors_vocab:
+        known = vectors.key_to_index
+        extra = sorted({t.lower() for examples in splits.values() for ex in examples for s in ex.sentences
+                        for t in s.tokens} - set(lower_vocab.itos))
+        lower_vocab = Vocab(lower_vocab.itos + [w for w in extra if w in known])
     vocabs = {
         "word": Vocab.build(words, settings.min_freq),
-        "lower": Vocab.build(lower, settings.min_freq),
+        "lower": lower_vocab,
         "chars": Vocab.build(chars),
         "labels": _label_vocab(spec, splits),
     }
@@ -180,7 +194,7 @@ def _percentiles(lengths: list[int]) -> dict:
 
 def _statistics(spec, splits, vocabs, vectors) -> dict:
     stats: dict = {"splits": {}}
-    train_lower = vocabs["lower"]
+    train_lower = {w.lower() for w in vocabs["word"].itos}  # the words training sees (before vectors_vocab)
     for name, examples in splits.items():
         sents = [s for ex in examples for s in ex.sentences]
         tokens = [t.lower() for s in sents for t in s.tokens]
@@ -211,6 +225,7 @@ def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max
         "options": settings.options.as_dict(), "sources": sources, "annotator": annotator_name,
         "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
         "char_len": settings.char_len, "embeddings": emb_hash,
+        "vectors_vocab": bool(emb_hash and settings.vectors_vocab),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -296,13 +311,13 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     use_pos = "pos" in annotator.provides and not spec.label_is_pos
     use_deps = "deps" in annotator.provides
 
-    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
     vectors = None
     if settings.embeddings:
         from data_prep.embeddings import embedding_matrix, load_vectors
 
         with console.status("loading word vectors"):
             vectors = load_vectors(settings.embeddings)
+    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps, vectors)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".{out.name}.tmp-*"):
@@ -345,6 +360,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
             "tag_scheme": spec.tag_scheme,
             "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
             "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
+                         "vectors_vocab": bool(vectors is not None and settings.vectors_vocab),
                          "options": options.as_dict()},
             "embeddings": embeddings_info,
             "statistics": stats,

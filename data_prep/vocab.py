@@ -1,4 +1,5 @@
-"""Vocabularies built from the train split only; dev/test are mapped through them."""
+"""Vocabularies built from the train split (``prepare`` adds words that have pretrained vectors);
+dev/test are mapped through them."""
 
 from __future__ import annotations
 

@@ -145,6 +145,26 @@ def test_embeddings_rows_and_coverage(tmp_path):
     assert stats["oov_embeddings_tokens"] == 0.25 and stats["oov_embeddings_types"] == pytest.approx(1 / 3, abs=1e-3)
 
 
+@pytest.mark.parametrize("vectors_vocab", [True, False])
+def test_dev_words_with_vectors_keep_them(tmp_path, vectors_vocab):
+    vectors = _write(tmp_path / "vec.txt", "good 1 0 0\nfilm 0 1 0\ngreat 0 0 1\n")
+    train = _write(tmp_path / "train.tsv", "text\tlabel\nGood film\tpos\nbad film\tneg\n")
+    dev = _write(tmp_path / "dev.tsv", "text\tlabel\nGreat film\tpos\nawful film\tneg\n")
+    options = TaskOptions(files={"train": train, "dev": dev}, format="tsv")
+    result = prepare(PrepareSettings(task="custom", out=tmp_path / "out", annotator="none", embeddings=vectors,
+                                     vectors_vocab=vectors_vocab, options=options))
+    ds = load_prepared(result.out)
+    lower = ds.vocabs["lower"]
+    assert lower.itos[:2] == ["<pad>", "<unk>"] and set(lower.itos[2:5]) == {"good", "bad", "film"}
+    assert ("great" in lower) is vectors_vocab  # a dev word with a vector: its row, not <unk>
+    assert "awful" not in lower  # a dev word without one stays unknown
+    if vectors_vocab:
+        assert torch.equal(ds.embeddings[lower.id("great")], torch.tensor([0.0, 0, 1]))
+        assert [lower.itos[i] for i in ds.splits["dev"][0].lower] == ["great", "film"]
+    assert result.manifest["settings"]["vectors_vocab"] is vectors_vocab
+    assert result.manifest["statistics"]["splits"]["dev"]["oov_vocab_tokens"] == 0.5  # OOV against train words
+
+
 def test_refuses_to_overwrite_a_foreign_directory(tmp_path, data_root):
     out = tmp_path / "mine"
     out.mkdir()
