@@ -152,11 +152,7 @@ def _label_vocab(spec: TaskSpec, splits: dict[str, list[Example]]) -> Vocab:
     return vocab
 
 
-def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool,
-                  vectors=None) -> dict:
-    """Vocabularies from the train split; with ``vectors`` (and ``settings.vectors_vocab``), the
-    lower-cased vocabulary also takes every other word of any split that has a pretrained vector
-    (dev/test words unseen in training, rare train words under ``min_freq``), after the train words."""
+def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool) -> dict:
     train_sents = [s for ex in splits["train"] for s in ex.sentences]
     words = Counter(t for s in train_sents for t in s.tokens)
     lower = Counter()
@@ -165,15 +161,9 @@ def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bo
         lower[w.lower()] += c
         for ch in w[: settings.char_len]:
             chars[ch] += c
-    lower_vocab = Vocab.build(lower, settings.min_freq)
-    if vectors is not None and settings.vectors_vocab:
-        known = vectors.key_to_index
-        extra = sorted({t.lower() for examples in splits.values() for ex in examples for s in ex.sentences
-                        for t in s.tokens} - set(lower_vocab.itos))
-        lower_vocab = Vocab(lower_vocab.itos + [w for w in extra if w in known])
     vocabs = {
         "word": Vocab.build(words, settings.min_freq),
-        "lower": lower_vocab,
+        "lower": Vocab.build(lower, settings.min_freq),
         "chars": Vocab.build(chars),
         "labels": _label_vocab(spec, splits),
     }
@@ -184,6 +174,14 @@ def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bo
     return vocabs
 
 
+def _add_vector_words(vocab: Vocab, splits, vectors) -> Vocab:
+    """``vocab`` followed by every other lower-cased word of any split that has a pretrained vector
+    (dev/test words unseen in training, rare train words under ``min_freq``); train ids are unchanged."""
+    words = {t.lower() for examples in splits.values() for ex in examples for s in ex.sentences for t in s.tokens}
+    known = vectors.key_to_index
+    return Vocab(vocab.itos + sorted(w for w in words - set(vocab.itos) if w in known))
+
+
 def _percentiles(lengths: list[int]) -> dict:
     if not lengths:
         return {}
@@ -192,9 +190,9 @@ def _percentiles(lengths: list[int]) -> dict:
             "p90": int(np.percentile(arr, 90)), "p99": int(np.percentile(arr, 99)), "max": int(arr.max())}
 
 
-def _statistics(spec, splits, vocabs, vectors) -> dict:
+def _statistics(spec, splits, train_lower: Vocab, vectors) -> dict:
+    """Per-split counts; ``oov_vocab_tokens`` is measured against the train-split vocabulary."""
     stats: dict = {"splits": {}}
-    train_lower = {w.lower() for w in vocabs["word"].itos}  # the words training sees (before vectors_vocab)
     for name, examples in splits.items():
         sents = [s for ex in examples for s in ex.sentences]
         tokens = [t.lower() for s in sents for t in s.tokens]
@@ -219,13 +217,14 @@ def _statistics(spec, splits, vocabs, vectors) -> dict:
     return stats
 
 
-def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash) -> str:
+def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash,
+                 vectors_vocab: bool) -> str:
     payload = {
         "format": FORMAT_VERSION, "cn3": cn3.__version__, "task": spec.name,
         "options": settings.options.as_dict(), "sources": sources, "annotator": annotator_name,
         "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
         "char_len": settings.char_len, "embeddings": emb_hash,
-        "vectors_vocab": bool(emb_hash and settings.vectors_vocab),
+        "vectors_vocab": vectors_vocab,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -289,7 +288,9 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     if settings.embeddings and not Path(settings.embeddings).is_file():
         raise DataError("embeddings file not found", settings.embeddings)
     emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
-    fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash)
+    vectors_vocab = bool(settings.embeddings and settings.vectors_vocab)
+    fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash,
+                               vectors_vocab)
 
     previous = read_manifest(out)
     if previous and previous.get("fingerprint") == fingerprint and _is_complete(out, previous) and not settings.force:
@@ -317,7 +318,10 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
 
         with console.status("loading word vectors"):
             vectors = load_vectors(settings.embeddings)
-    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps, vectors)
+    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
+    train_lower = vocabs["lower"]
+    if vectors_vocab:
+        vocabs["lower"] = _add_vector_words(train_lower, splits, vectors)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".{out.name}.tmp-*"):
@@ -340,7 +344,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
                        tmp / "embeddings.pt")
             embeddings_info = {"path": str(settings.embeddings), "sha256": emb_hash, "dim": int(matrix.shape[1]),
                                "vocab_found": int(found.sum()), "vocab_size": len(found)}
-        stats = _statistics(spec, splits, vocabs, vectors)
+        stats = _statistics(spec, splits, train_lower, vectors)
         stats["truncated_sentences"] = n_truncated
         stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
                                "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
@@ -360,7 +364,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
             "tag_scheme": spec.tag_scheme,
             "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
             "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
-                         "vectors_vocab": bool(vectors is not None and settings.vectors_vocab),
+                         "vectors_vocab": vectors_vocab,
                          "options": options.as_dict()},
             "embeddings": embeddings_info,
             "statistics": stats,
