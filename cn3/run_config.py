@@ -31,7 +31,7 @@ class DataConfig:
         fold: test fold of cross-validated tasks.
         fine: TREC fine labels.
         min_freq: rarer train words become ``<unk>``.
-        limit: use only the first ``limit`` items of every split (0 = all): quick experiments.
+        limit: use only ``limit`` evenly spaced items of every split (0 = all): quick experiments.
     """
 
     task: str = "snli"

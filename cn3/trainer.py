@@ -143,7 +143,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     prepared = given if given and (Path(given) / "manifest.json").is_file() else ensure_prepared(cfg)
     ds = load_prepared(prepared)
     if cfg.data.limit:
-        ds.splits = {name: split.take(cfg.data.limit) for name, split in ds.splits.items()}
+        ds.splits = {name: split.spread(cfg.data.limit) for name, split in ds.splits.items()}
     run.create(config_dict, resume)
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
     atomic_write_json(run.vocab, vocab_dict)

@@ -102,30 +102,47 @@ class GraphDataset(Dataset):
     ``_a``/``_b`` suffixes and one ``y``.
     """
 
-    def __init__(self, tensors: dict[str, torch.Tensor], level: str, sidecar: Path | None = None):
+    def __init__(self, tensors: dict[str, torch.Tensor], level: str, sidecar: Path | None = None,
+                 index: torch.Tensor | None = None):
         self.t = tensors
         self.level = level
         self.sides = ("a", "b") if "b.ptr" in tensors else ("a",)
         self.sidecar = sidecar
+        self.index = index  # item i is line index[i] of the sidecar (None: line i)
         self._records: list[dict] | None = None
 
     def __len__(self) -> int:
         return self.t["a.ptr"].numel() - 1
 
-    def take(self, n: int) -> GraphDataset:
-        """The first ``n`` items as a dataset of their own (quick experiments, tests)."""
-        if n >= len(self):
-            return self
+    def subset(self, indices: torch.Tensor | list[int]) -> GraphDataset:
+        """Items ``indices`` (in that order) as a dataset of their own; ``record`` still finds their tokens."""
+        index = torch.as_tensor(indices, dtype=torch.long)
         t = {k: v for k, v in self.t.items() if k.startswith("types.")}
         for side in self.sides:
-            end = int(self.t[f"{side}.ptr"][n])
-            t[f"{side}.ptr"] = self.t[f"{side}.ptr"][: n + 1]
+            ptr = self.t[f"{side}.ptr"]
+            lo, hi = ptr[index], ptr[index + 1]
+            lengths = hi - lo
+            t[f"{side}.ptr"] = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+            # node positions of the chosen items, concatenated: lo_j .. hi_j - 1 for each item j
+            starts = torch.repeat_interleave(lo - t[f"{side}.ptr"][:-1], lengths)
+            nodes = starts + torch.arange(int(lengths.sum()))
             for key, value in self.t.items():
                 if key.startswith(f"{side}.") and key != f"{side}.ptr":
-                    t[key] = value[:end]
+                    t[key] = value[nodes]
         if "y" in self.t:
-            t["y"] = self.t["y"][:n]
-        return GraphDataset(t, self.level, self.sidecar)
+            t["y"] = self.t["y"][index]
+        base = self.index[index] if self.index is not None else index
+        return GraphDataset(t, self.level, self.sidecar, index=base)
+
+    def spread(self, n: int) -> GraphDataset:
+        """``n`` items evenly spaced over the split, first and last included (quick experiments, tests).
+
+        Evenly spaced rather than the first ``n``: some files are sorted by label (IMDB), and their
+        first items would all be one class.
+        """
+        if n >= len(self):
+            return self
+        return self.subset(torch.linspace(0, len(self) - 1, n).round().long())
 
     def _side(self, side: str, i: int) -> dict[str, torch.Tensor]:
         t = self.t
@@ -171,4 +188,4 @@ class GraphDataset(Dataset):
                 raise ValueError("this dataset has no sidecar with tokens")
             with open(self.sidecar, encoding="utf-8") as handle:
                 self._records = [json.loads(line) for line in handle]
-        return self._records[i]
+        return self._records[i if self.index is None else int(self.index[i])]
