@@ -57,6 +57,9 @@ class ModelConfig:
 
     Other encoders share the heads and trainer: ``bilstm`` (context layer only, the paper's
     ablation), ``nbow``, ``cnn``, ``transformer``, ``gcn`` (graph convolution over the parse).
+
+    ``pool``: how classification heads reduce the nodes to one vector: ``mean`` (the paper) or
+    ``max`` (element-wise, as InferSent's BiLSTM-max).
     """
 
     encoder: Literal["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"] = "cn3"
@@ -76,6 +79,7 @@ class ModelConfig:
     edge_dim: int = 32
     heads: int = 4
     mlp_hidden: int = 300
+    pool: Literal["mean", "max"] = "mean"
     dropout: float = 0.3
     init_range: float = 0.1
 

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier, mean_pool
+from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier, max_pool, mean_pool
 
 
 def brute_force_log_likelihood(head: CRFHead, h, length, tags):
@@ -58,6 +58,16 @@ def test_crf_mask_must_be_bool_and_start_on():
 def test_mean_pool_ignores_padding():
     h = torch.tensor([[[1.0], [3.0], [100.0]]])
     assert mean_pool(h, torch.tensor([[True, True, False]])).item() == 2.0
+
+
+def test_max_pool_ignores_padding_and_is_padding_invariant():
+    h = torch.tensor([[[1.0, -5.0], [3.0, -4.0], [100.0, 100.0]]])
+    mask = torch.tensor([[True, True, False]])
+    assert max_pool(h, mask).tolist() == [[3.0, -4.0]]
+    head = PooledClassifier(2, 3, 4, pool="max").eval()
+    padded = torch.cat([h, torch.full((1, 2, 2), 7.0)], 1)
+    longer_mask = torch.cat([mask, torch.zeros(1, 2, dtype=torch.bool)], 1)
+    assert torch.equal(head(h, mask)[2], head(padded, longer_mask)[2])
 
 
 def test_pooled_and_pair_classifiers_shapes_and_loss():

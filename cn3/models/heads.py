@@ -1,4 +1,4 @@
-"""Task heads: CRF for tagging, mean-pool + softmax for sentences, matching MLP for pairs.
+"""Task heads: CRF for tagging, mean-pool (or max-pool) + softmax for sentences, matching MLP for pairs.
 
 Every head maps encoder states to ``(loss, predictions)`` so the trainer treats all tasks alike.
 """
@@ -14,6 +14,14 @@ def mean_pool(h: Tensor, mask: Tensor) -> Tensor:
     """Average of the real nodes. Shapes: ``h (B, N, d)``, ``mask (B, N)`` -> ``(B, d)``."""
     keep = mask.unsqueeze(-1).to(h.dtype)
     return (h * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+
+
+def max_pool(h: Tensor, mask: Tensor) -> Tensor:
+    """Element-wise maximum over the real nodes (InferSent's BiLSTM-max). ``(B, N, d)``, ``(B, N)`` -> ``(B, d)``."""
+    return h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)
+
+
+POOLS = {"mean": mean_pool, "max": max_pool}
 
 
 class CRFHead(nn.Module):
@@ -57,14 +65,15 @@ class CRFHead(nn.Module):
 
 
 class PooledClassifier(nn.Module):
-    """Mean-pool the nodes, then MLP + softmax (single-sentence classification).
+    """Mean-pool (the paper) or max-pool the nodes, then MLP + softmax (single-sentence classification).
 
     Shapes: ``h (B, N, d)``, ``mask (B, N)``, ``y (B,)`` -> loss, predictions ``(B,)``; ``logits``
     are kept on ``self.last_logits`` for probability outputs.
     """
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0):
+    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0, pool: str = "mean"):
         super().__init__()
+        self.pool = POOLS[pool]
         self.mlp = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(),
                                  nn.Dropout(dropout), nn.Linear(hidden, n_classes))
 
@@ -72,7 +81,7 @@ class PooledClassifier(nn.Module):
         return self.mlp(pooled)
 
     def forward(self, h: Tensor, mask: Tensor, y: Tensor | None = None) -> tuple[Tensor | None, Tensor, Tensor]:
-        logits = self.logits(mean_pool(h, mask))  # (B, K)
+        logits = self.logits(self.pool(h, mask))  # (B, K)
         loss = nn.functional.cross_entropy(logits, y) if y is not None else None
         return loss, logits.argmax(-1), logits
 
@@ -81,12 +90,12 @@ class PairClassifier(PooledClassifier):
     """Sentence-pair matching: graph vectors ``u``, ``v`` combined as ``[u, v, |u-v|, u*v]``
     (Mou et al., 2016; the CN3 paper's SNLI/SICK head), then MLP + softmax."""
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0):
-        super().__init__(4 * in_dim, n_classes, hidden, dropout)
+    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0, pool: str = "mean"):
+        super().__init__(4 * in_dim, n_classes, hidden, dropout, pool)
 
     def forward_pair(self, ha: Tensor, mask_a: Tensor, hb: Tensor, mask_b: Tensor,
                      y: Tensor | None = None) -> tuple[Tensor | None, Tensor, Tensor]:
-        u, v = mean_pool(ha, mask_a), mean_pool(hb, mask_b)  # (B, d) each
+        u, v = self.pool(ha, mask_a), self.pool(hb, mask_b)  # (B, d) each
         logits = self.logits(torch.cat([u, v, (u - v).abs(), u * v], -1))  # (B, K)
         loss = nn.functional.cross_entropy(logits, y) if y is not None else None
         return loss, logits.argmax(-1), logits

@@ -60,9 +60,9 @@ class SentenceGraphModel(nn.Module):
         if args.level == "node":
             self.head = CRFHead(d, args.n_labels)
         elif args.level == "pair":
-            self.head = PairClassifier(d, args.n_labels, cfg.mlp_hidden, cfg.dropout)
+            self.head = PairClassifier(d, args.n_labels, cfg.mlp_hidden, cfg.dropout, cfg.pool)
         else:
-            self.head = PooledClassifier(d, args.n_labels, cfg.mlp_hidden, cfg.dropout)
+            self.head = PooledClassifier(d, args.n_labels, cfg.mlp_hidden, cfg.dropout, cfg.pool)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
