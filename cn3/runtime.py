@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import yaml
 
-from cn3.config import ConfigError, to_dict
+from cn3.config import ConfigError, from_dict, to_dict
 from cn3.run_dir import RunDir
 
 
@@ -90,7 +90,10 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
     run = RunDir(run_path)
     config_dict = to_dict(cfg)
     if resume and run.config.exists():
-        check_resume_config(yaml.safe_load(run.config.read_text()), config_dict, resumable)
+        # read back through the dataclasses: a key added to the config since the run started takes its
+        # default (which keeps the old behaviour), instead of counting as a change
+        saved = to_dict(from_dict(type(cfg), yaml.safe_load(run.config.read_text())))
+        check_resume_config(saved, config_dict, resumable)
     return device, run, config_dict
 
 

@@ -84,6 +84,20 @@ def test_resume_refuses_a_changed_model(prepared, tmp_path):
         run("trec", data, tmp_path / "r", common + ["model.hidden=40"], resume=True)
 
 
+def test_resume_accepts_a_run_from_before_a_config_key_existed(prepared, tmp_path):
+    import yaml
+
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=100", "train.evals_per_epoch=2"]
+    run("trec", data, tmp_path / "r", common + ["train.max_steps=2"])
+    saved = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())
+    del saved["model"]["pool"]  # as written by a version without model.pool
+    (tmp_path / "r" / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert run("trec", data, tmp_path / "r", common + ["train.max_steps=4"], resume=True)["steps"] == 4
+    with pytest.raises(ConfigError, match="model.pool"):
+        run("trec", data, tmp_path / "r", common + ["train.max_steps=6", "model.pool=max"], resume=True)
+
+
 def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatch):
     import os
     import signal
