@@ -102,10 +102,13 @@ class TrainConfig:
     ``max_steps``: stop after this many updates (0 = no limit), for short runs and tests.
     ``checkpoint_every``: also write ``latest.pt`` every this many updates (0 = at evaluations,
     epoch ends and Ctrl-C only).
+    ``lr_decay``: epoch ``e`` (from 0) trains with ``lr * lr_decay ** e`` (1.0 = constant, the paper);
+    it damps the late epochs of small, noisy tasks.
     """
 
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
     lr: float = 1.0
+    lr_decay: float = 1.0
     weight_decay: float = 0.0
     batch_size: int = 32
     eval_batch_size: int = 128
@@ -122,6 +125,8 @@ class TrainConfig:
     def validate(self) -> None:
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        if not 0.0 < self.lr_decay <= 1.0:
+            raise ConfigError(f"train.lr_decay must be in (0, 1], got {self.lr_decay}")
         if self.batch_size < 1 or self.epochs < 1:
             raise ConfigError("train.batch_size and train.epochs must be >= 1")
 

@@ -188,6 +188,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                 batches = bucketed_batches(lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
                                            max_tokens=t.max_tokens or None)
                 eval_points = {round(len(batches) * (k + 1) / t.evals_per_epoch) for k in range(t.evals_per_epoch)}
+                for group in optimizer.param_groups:  # a function of the epoch alone, so resume needs no state
+                    group["lr"] = t.lr * t.lr_decay ** epoch
                 task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
                                     completed=state["batch_in_epoch"], rate="")
                 model.train()

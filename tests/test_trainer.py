@@ -98,6 +98,13 @@ def test_resume_accepts_a_run_from_before_a_config_key_existed(prepared, tmp_pat
         run("trec", data, tmp_path / "r", common + ["train.max_steps=6", "model.pool=max"], resume=True)
 
 
+def test_lr_decay_sets_each_epochs_rate(prepared, tmp_path):
+    data = prepared("trec", "none", embeddings=False)
+    run("trec", data, tmp_path / "r", ["data.limit=100", "train.epochs=3", "train.lr=0.8", "train.lr_decay=0.5"])
+    groups = torch.load(tmp_path / "r" / "latest.pt", weights_only=False)["optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == [0.8 * 0.5 ** 2] * len(groups)  # epochs 0, 1, 2
+
+
 def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatch):
     import os
     import signal
