@@ -123,9 +123,9 @@ class GraphDataset(Dataset):
             lo, hi = ptr[index], ptr[index + 1]
             lengths = hi - lo
             t[f"{side}.ptr"] = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-            # node positions of the chosen items, concatenated: lo_j .. hi_j - 1 for each item j
-            starts = torch.repeat_interleave(lo - t[f"{side}.ptr"][:-1], lengths)
-            nodes = starts + torch.arange(int(lengths.sum()))
+            # old position of every new node: item j's nodes lo_j .. hi_j - 1, concatenated
+            shift = torch.repeat_interleave(lo - t[f"{side}.ptr"][:-1], lengths)
+            nodes = torch.arange(int(lengths.sum())) + shift
             for key, value in self.t.items():
                 if key.startswith(f"{side}.") and key != f"{side}.ptr":
                     t[key] = value[nodes]

@@ -67,8 +67,8 @@ class CRFHead(nn.Module):
 class PooledClassifier(nn.Module):
     """Mean-pool (the paper) or max-pool the nodes, then MLP + softmax (single-sentence classification).
 
-    Shapes: ``h (B, N, d)``, ``mask (B, N)``, ``y (B,)`` -> loss, predictions ``(B,)``; ``logits``
-    are kept on ``self.last_logits`` for probability outputs.
+    Shapes: ``h (B, N, d)``, ``mask (B, N)``, ``y (B,)`` -> loss, predictions ``(B,)`` and logits
+    ``(B, K)`` (for probability outputs).
     """
 
     def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0, pool: str = "mean"):
