@@ -70,6 +70,14 @@ def test_max_pool_ignores_padding_and_is_padding_invariant():
     assert torch.equal(head(h, mask)[2], head(padded, longer_mask)[2])
 
 
+def test_max_pool_of_a_row_without_nodes_is_zero_like_mean_pool():
+    h = torch.randn(2, 3, 4)
+    mask = torch.tensor([[True, False, False], [False, False, False]])
+    assert torch.equal(max_pool(h, mask)[1], torch.zeros(4))
+    assert torch.equal(max_pool(h, mask)[1], mean_pool(h, mask)[1])
+    assert torch.equal(max_pool(h, mask)[0], h[0, 0])
+
+
 def test_pooled_and_pair_classifiers_shapes_and_loss():
     torch.manual_seed(0)
     h = torch.randn(4, 6, 8)

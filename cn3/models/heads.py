@@ -17,8 +17,12 @@ def mean_pool(h: Tensor, mask: Tensor) -> Tensor:
 
 
 def max_pool(h: Tensor, mask: Tensor) -> Tensor:
-    """Element-wise maximum over the real nodes (InferSent's BiLSTM-max). ``(B, N, d)``, ``(B, N)`` -> ``(B, d)``."""
-    return h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)
+    """Element-wise maximum over the real nodes (InferSent's BiLSTM-max). ``(B, N, d)``, ``(B, N)`` -> ``(B, d)``.
+
+    A row without real nodes pools to zeros, as in :func:`mean_pool`, not ``-inf`` (which the MLP turns into NaN).
+    """
+    pooled = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)  # (B, d)
+    return pooled.masked_fill(~mask.any(1, keepdim=True), 0.0)
 
 
 POOLS = {"mean": mean_pool, "max": max_pool}
