@@ -60,6 +60,9 @@ class ModelConfig:
 
     ``pool``: how classification heads reduce the nodes to one vector: ``mean`` (the paper) or
     ``max`` (element-wise, as InferSent's BiLSTM-max).
+
+    ``word_dropout``: training-time probability of replacing a word by ``<unk>`` (trains the
+    ``<unk>`` vector that unseen test words without a pretrained vector fall back to).
     """
 
     encoder: Literal["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"] = "cn3"
@@ -81,14 +84,16 @@ class ModelConfig:
     mlp_hidden: int = 300
     pool: Literal["mean", "max"] = "mean"
     dropout: float = 0.3
+    word_dropout: float = 0.0
     init_range: float = 0.1
 
     def validate(self) -> None:
         for name in ("word_dim", "hidden", "energy_dim", "mlp_hidden"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        for name in ("dropout", "word_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
         if self.encoder in ("cn3", "transformer", "gcn") and self.graph_layers < 1:
             raise ConfigError(f"model.graph_layers must be >= 1 for encoder {self.encoder}")
 

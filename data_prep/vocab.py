@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 PAD, UNK = "<pad>", "<unk>"
+PAD_ID, UNK_ID = 0, 1  # in a vocabulary with specials
 
 
 class Vocab:
@@ -47,13 +48,13 @@ class Vocab:
     def id(self, token: str) -> int:
         """The id of ``token``; ``<unk>`` when absent (``KeyError`` for a vocabulary without specials)."""
         if self.specials:
-            return self.stoi.get(token, 1)
+            return self.stoi.get(token, UNK_ID)
         return self.stoi[token]
 
     def ids(self, tokens: Iterable[str]) -> list[int]:
         if self.specials:
             get = self.stoi.get
-            return [get(t, 1) for t in tokens]
+            return [get(t, UNK_ID) for t in tokens]
         return [self.stoi[t] for t in tokens]
 
     def to_dict(self) -> dict:

@@ -75,6 +75,21 @@ def test_pretrained_vectors_are_loaded_and_can_be_frozen():
     assert model.nodes.word.weight[0].abs().sum() == 0
 
 
+def test_word_dropout_turns_words_into_unk_in_training_only():
+    model = make("graph", "nbow", word_dropout=0.5)
+    ids = torch.tensor([[5, 6, 7, 8] * 500 + [0] * 100])  # 2,000 words, then padding
+    torch.manual_seed(1)
+    model.train()
+    dropped = model.nodes._drop_words(ids)
+    assert set(dropped.unique().tolist()) <= {0, 1, 5, 6, 7, 8}
+    assert (dropped[0, 2000:] == 0).all()  # padding stays padding
+    assert 900 < int((dropped == 1).sum()) < 1100
+    model.eval()
+    assert torch.equal(model.nodes._drop_words(ids), ids)
+    with pytest.raises(ConfigError, match="word_dropout"):
+        ModelConfig(word_dropout=1.0).validate()
+
+
 @pytest.mark.parametrize("cfg", [ModelConfig(encoder="cn3", edge_attrs=True), ModelConfig(encoder="gcn")])
 def test_gcn_and_edge_attrs_need_trees(cfg):
     with pytest.raises(ConfigError, match="trees"):

@@ -53,7 +53,8 @@ class SentenceGraphModel(nn.Module):
         sizes = NodeEncoderSizes(args.n_words, args.n_chars, args.n_upos, args.n_spell)
         word_dim = pretrained.shape[1] if pretrained is not None else cfg.word_dim
         self.nodes = NodeEncoder(sizes, word_dim, pretrained, cfg.freeze_embeddings, cfg.char, cfg.char_dim,
-                                 cfg.char_out, cfg.pos_dim if args.n_upos else 0, cfg.spell_dim, cfg.dropout)
+                                 cfg.char_out, cfg.pos_dim if args.n_upos else 0, cfg.spell_dim, cfg.dropout,
+                                 cfg.word_dropout)
         self.encoder = make_encoder(cfg, self.nodes.out_dim, self.nodes.attr_dim, args.n_edge_types)
         self.dropout = nn.Dropout(cfg.dropout)
         d = self.encoder.out_dim

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from cn3.batching import SideBatch
+from data_prep.vocab import PAD_ID, UNK_ID
 
 
 @dataclass
@@ -79,6 +80,9 @@ class NodeEncoder(nn.Module):
         pos_dim: POS embedding size (0 = no POS attribute).
         spell_dim: spelling projection size (0 = no spelling attribute).
         dropout: on the concatenated vector.
+        word_dropout: in training, each word id becomes ``<unk>`` with this probability (Iyyer et
+            al., 2015). Without it the ``<unk>`` row is never trained: every train word is in the
+            vocabulary, so only test words without a pretrained vector map to it.
 
     Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)`` where ``x`` is
     ``[word; attributes]`` and ``v`` the attribute part only.
@@ -86,7 +90,7 @@ class NodeEncoder(nn.Module):
 
     def __init__(self, sizes: NodeEncoderSizes, word_dim: int, pretrained: Tensor | None = None,
                  freeze: bool = False, char: str = "none", char_dim: int = 30, char_out: int = 50,
-                 pos_dim: int = 0, spell_dim: int = 0, dropout: float = 0.0):
+                 pos_dim: int = 0, spell_dim: int = 0, dropout: float = 0.0, word_dropout: float = 0.0):
         super().__init__()
         self.word = nn.Embedding(sizes.n_words, word_dim, padding_idx=0)
         self.pretrained = pretrained
@@ -97,6 +101,7 @@ class NodeEncoder(nn.Module):
         self.pos = nn.Embedding(sizes.n_upos, pos_dim, padding_idx=0) if pos_dim else None
         self.spell = nn.Linear(sizes.n_spell, spell_dim) if spell_dim else None
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = word_dropout
         self.attr_dim = (char_out if self.char is not None else 0) + pos_dim + spell_dim
         self.out_dim = word_dim + self.attr_dim
         self.reset_parameters()
@@ -112,6 +117,12 @@ class NodeEncoder(nn.Module):
             self.word.weight[0].zero_()
         self.word.weight.requires_grad_(not self.freeze)
 
+    def _drop_words(self, ids: Tensor) -> Tensor:
+        if not (self.training and self.word_dropout > 0):
+            return ids
+        drop = (torch.rand(ids.shape, device=ids.device) < self.word_dropout) & (ids != PAD_ID)
+        return ids.masked_fill(drop, UNK_ID)  # (B, N)
+
     def forward(self, side: SideBatch) -> tuple[Tensor, Tensor | None]:
         attrs = []
         if self.char is not None:
@@ -120,7 +131,7 @@ class NodeEncoder(nn.Module):
             attrs.append(self.pos(side.upos))  # (B, N, pos_dim)
         if self.spell is not None:
             attrs.append(torch.tanh(self.spell(side.spell)))  # (B, N, spell_dim)
-        words = self.word(side.lower)  # (B, N, word_dim)
+        words = self.word(self._drop_words(side.lower))  # (B, N, word_dim)
         v = torch.cat(attrs, -1) if attrs else None
         x = torch.cat([words, v], -1) if v is not None else words
         return self.dropout(x), (self.dropout(v) if v is not None else None)
