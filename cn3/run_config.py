@@ -109,12 +109,15 @@ class TrainConfig:
     epoch ends and Ctrl-C only).
     ``lr_decay``: epoch ``e`` (from 0) trains with ``lr * lr_decay ** e`` (1.0 = constant, the paper);
     it damps the late epochs of small, noisy tasks.
+    ``ema``: decay of an exponential moving average of the weights, updated after every step;
+    dev evaluation and ``best.pt`` use the average (0 = off, the raw weights; see ``cn3.averaging``).
     """
 
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
     lr: float = 1.0
     lr_decay: float = 1.0
     weight_decay: float = 0.0
+    ema: float = 0.0
     batch_size: int = 32
     eval_batch_size: int = 128
     max_tokens: int = 0
@@ -132,6 +135,8 @@ class TrainConfig:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {self.lr_decay}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ConfigError(f"train.ema must be in [0, 1), got {self.ema}")
         if self.batch_size < 1 or self.epochs < 1:
             raise ConfigError("train.batch_size and train.epochs must be >= 1")
 

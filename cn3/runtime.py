@@ -47,14 +47,16 @@ def set_rng_state(state: dict) -> None:
 
 
 def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       device: torch.device) -> dict:
-    """Load a ``latest.pt`` for ``--resume``: weights, optimiser and every RNG stream.
+                       device: torch.device, ema: torch.nn.Module | None = None) -> dict:
+    """Load a ``latest.pt`` for ``--resume``: weights, optimiser, weight average and every RNG stream.
 
     Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
     """
     ckpt = torch.load(path, map_location=device, weights_only=False)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
+    if ema is not None:
+        ema.load_state_dict(ckpt["ema"])
     set_rng_state(ckpt["rng"])
     return ckpt["state"]
 

@@ -18,6 +18,7 @@ import torch
 
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write_json
+from cn3.averaging import make_ema
 from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.config import ConfigError, from_dict
 from cn3.console import console, progress
@@ -126,10 +127,6 @@ def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: 
     return score(level, tag_scheme, gold, pred)
 
 
-
-
-
-
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``).
@@ -154,22 +151,25 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     args = model_args_from_dataset(ds)
     model = SentenceGraphModel(cfg.model, args, ds.embeddings).to(device)
     optimizer = make_optimizer(model, cfg)
+    ema = make_ema(model, cfg.train.ema)
+    evaluated = ema.module if ema is not None else model  # the weights scored on dev and kept in best.pt
     labels = ds.vocabs["labels"].itos
     tag_scheme = ds.manifest.get("tag_scheme")
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
              "bad_evals": 0, "seconds": 0.0}
     if resume:
-        state = restore_checkpoint(run.latest, model, optimizer, device)
+        state = restore_checkpoint(run.latest, model, optimizer, device, ema)
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev {state['best_score']:.2f})")
     else:
         run.log(f"cn3 {cn3.__version__}: training {cfg.model.encoder} on {ds.manifest['task']} "
                 f"({model.n_parameters():,} parameters, device {device}) into {run.path}")
 
-    def checkpoint(path: Path) -> None:
+    def checkpoint(path: Path, weights: torch.nn.Module) -> None:
         atomic_torch_save(path, {
             "cn3_version": cn3.__version__, "config": config_dict, "model_args": args.__dict__,
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": None,
+            "model": weights.state_dict(), "ema": ema.state_dict() if ema is not None else None,
+            "optimizer": optimizer.state_dict(), "scheduler": None,
             "rng": rng_state(), "state": dict(state), "vocab": vocab_dict,
             "manifest": {k: ds.manifest[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
                                                       "fingerprint", "n_edge_types", "settings")},
@@ -202,6 +202,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                     if t.clip:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
                     optimizer.step()
+                    if ema is not None:
+                        ema.update_parameters(model)
                     state["step"] += 1
                     state["batch_in_epoch"] = b + 1
                     seen += len(batch)
@@ -209,8 +211,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                     rate = seen / max(time.perf_counter() - tick, 1e-9)
                     bar.update(task, completed=b + 1, rate=f"loss {loss_sum / seen:.3f} {rate:,.0f} items/s")
                     if b + 1 in eval_points:
-                        model.eval()
-                        dev = evaluate_dataset(model, dev_set, labels, args.level, tag_scheme, device,
+                        dev = evaluate_dataset(evaluated, dev_set, labels, args.level, tag_scheme, device,
                                                t.eval_batch_size)
                         model.train()
                         state["seconds"] = time.perf_counter() - start_time
@@ -220,7 +221,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                         improved = dev["score"] > state["best_score"]
                         if improved:
                             state.update(best_score=dev["score"], best_step=state["step"], bad_evals=0)
-                            checkpoint(run.best)
+                            checkpoint(run.best, evaluated)
                         else:
                             state["bad_evals"] += 1
                         run.append_metrics(record)
@@ -233,7 +234,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                         stopped = True
                     if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
                         state["seconds"] = time.perf_counter() - start_time
-                        checkpoint(run.latest)
+                        checkpoint(run.latest, model)
                     if stopped:
                         break
                 bar.remove_task(task)
@@ -241,10 +242,10 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                     state["epoch"] += 1
                     state["batch_in_epoch"] = 0
                     state["seconds"] = time.perf_counter() - start_time
-                    checkpoint(run.latest)
+                    checkpoint(run.latest, model)
     except KeyboardInterrupt:
         state["seconds"] = time.perf_counter() - start_time
-        checkpoint(run.latest)
+        checkpoint(run.latest, model)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
     finally:

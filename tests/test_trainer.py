@@ -62,18 +62,33 @@ def test_snli_pairs_learn(prepared, tmp_path):
     assert results["scores"]["dev"]["score"] > 40.0, results  # 3 classes: chance is 33%
 
 
-def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path):
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema):
     data = prepared("trec", "none", embeddings=False)
-    common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2"]
+    common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}"]
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)
     with pytest.raises(ConfigError, match="--resume"):
         run("trec", data, tmp_path / "b", common)
     resumed = run("trec", data, tmp_path / "b", common, resume=True)
     assert resumed["scores"] == straight["scores"]
-    a = torch.load(tmp_path / "a" / "latest.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "latest.pt", weights_only=False)["model"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    a = torch.load(tmp_path / "a" / "latest.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "latest.pt", weights_only=False)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert (a["ema"] is None) == (ema == 0.0)
+    if ema:
+        assert all(torch.equal(a["ema"][k], b["ema"][k]) for k in a["ema"])
+
+
+def test_ema_weights_are_scored_and_kept_in_best(prepared, tmp_path):
+    data = prepared("trec", "none", embeddings=False)
+    run("trec", data, tmp_path / "r", ["data.limit=200", "train.epochs=1", "train.ema=0.9"])  # one evaluation
+    latest = torch.load(tmp_path / "r" / "latest.pt", weights_only=False)
+    best = torch.load(tmp_path / "r" / "best.pt", weights_only=False)["model"]
+    averaged = {k.removeprefix("module."): v for k, v in latest["ema"].items() if k != "n_averaged"}
+    assert int(latest["ema"]["n_averaged"]) == latest["state"]["step"]
+    assert all(torch.equal(best[k], averaged[k]) for k in best)
+    assert not all(torch.equal(best[k], latest["model"][k]) for k in best)  # the average, not the raw weights
 
 
 def test_resume_refuses_a_changed_model(prepared, tmp_path):
