@@ -3,11 +3,12 @@
 Empty lines are skipped (CR and MPQA have a few). The original MR files are Windows-1252 (bytes 0x85,
 0x91, 0x96, 0x97 are the ellipsis, quote and dashes): they are decoded as ``cp1252`` (SOURCE.md allows
 latin-1 or cp1252; latin-1 would turn 0x85 into U+0085, a whitespace character, and lose the ellipsis).
-Lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`). MR's lines are raw text with the clitics
-attached (``it's``, ``doesn't``: 5.1% of its tokens have no GloVe vector, half of them such words), so they go
-through :func:`data_prep.tokenize.tokenize` (``it 's``, ``does n't``, as Kim (2014) and GloVe's own
-tokenisation; also what ``cn3 predict`` does to raw text); the other files are split on whitespace. Labels: ``negative``/``positive`` (MR, CR, MPQA),
-``objective``/``subjective`` (SUBJ). Folds and the dev hold-out follow :mod:`data_prep.readers.splits`.
+Lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`). MR's lines are raw text with the
+clitics attached (``it's``, ``doesn't``: 5.1% of its tokens have no GloVe vector, half of them such words),
+so they go through :func:`data_prep.tokenize.tokenize` (``it 's``, ``does n't``, as Kim (2014) and GloVe's
+own tokenisation; also what ``cn3 predict`` does to raw text); the other files are split on whitespace.
+Labels: ``negative``/``positive`` (MR, CR, MPQA), ``objective``/``subjective`` (SUBJ). Folds and the dev
+hold-out follow :mod:`data_prep.readers.splits`.
 """
 
 from __future__ import annotations
