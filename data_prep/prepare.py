@@ -226,8 +226,6 @@ def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max
         "char_len": settings.char_len, "embeddings": emb_hash,
         "vectors_vocab": vectors_vocab,
     }
-    if spec.reader_version != 1:  # only then: the data (and runs) of every unchanged reader stay valid
-        payload["reader_version"] = spec.reader_version
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

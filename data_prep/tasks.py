@@ -39,7 +39,7 @@ CV_NOTE = (
 
 
 def _cv_files(task: str) -> tuple[str, ...]:
-    folder, _, _, files = LABELLED_FILES[task]
+    folder, _, files = LABELLED_FILES[task]
     return tuple(f"{folder}/{name}" for name, _ in files)
 
 
@@ -107,8 +107,7 @@ _TASK_LIST = [
         load=readers.load_mr,
         labels=POLARITY,
         cv=True,
-        notes=CV_NOTE + "; original rt-polaritydata files, decoded as Windows-1252; clitics split (it 's, does n't)",
-        reader_version=2,  # 1 split on whitespace only
+        notes=CV_NOTE + "; original rt-polaritydata files, decoded as Windows-1252",
     ),
     TaskSpec(
         name="subj",

@@ -73,8 +73,6 @@ class TaskSpec:
             logic formulas, which no English parser can analyse); ``None`` = the generic rule.
         read_file: ``read_file(path, options) -> examples``: one file in the task's format (how
             ``cn3 evaluate --file`` scores a held-out test set); ``None`` when the task has none.
-        reader_version: raise it when the reader's output changes (e.g. its tokenisation); it is
-            part of the prepared data's fingerprint, so data prepared by the older reader is rebuilt.
     """
 
     name: str
@@ -91,4 +89,3 @@ class TaskSpec:
     notes: str = ""
     annotator: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
-    reader_version: int = 1

@@ -54,18 +54,6 @@ def test_changed_settings_rebuild(trec, data_root, tmp_path):
     assert second.manifest["vocab_sizes"]["word"] < first.manifest["vocab_sizes"]["word"]
 
 
-def test_a_new_reader_version_rebuilds(data_root, tmp_path, monkeypatch):
-    from dataclasses import replace
-
-    from data_prep import tasks
-
-    out = tmp_path / "trec"
-    first = prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
-    monkeypatch.setitem(tasks.TASKS, "trec", replace(tasks.TASKS["trec"], reader_version=2))
-    second = prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
-    assert not second.up_to_date and second.manifest["fingerprint"] != first.manifest["fingerprint"]
-
-
 def test_round_trip_through_the_store(trec):
     ds = load_prepared(trec.out)
     test = ds.splits["test"]

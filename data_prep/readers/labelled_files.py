@@ -3,17 +3,12 @@
 Empty lines are skipped (CR and MPQA have a few). The original MR files are Windows-1252 (bytes 0x85,
 0x91, 0x96, 0x97 are the ellipsis, quote and dashes): they are decoded as ``cp1252`` (SOURCE.md allows
 latin-1 or cp1252; latin-1 would turn 0x85 into U+0085, a whitespace character, and lose the ellipsis).
-Lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`). MR's lines are raw text with the
-clitics attached (``it's``, ``doesn't``: 5.1% of its tokens have no GloVe vector, half of them such words),
-so they go through :func:`data_prep.tokenize.tokenize` (``it 's``, ``does n't``, as Kim (2014) and GloVe's
-own tokenisation; also what ``cn3 predict`` does to raw text); the other files are split on whitespace.
-Labels: ``negative``/``positive`` (MR, CR, MPQA), ``objective``/``subjective`` (SUBJ). Folds and the dev
-hold-out follow :mod:`data_prep.readers.splits`.
+Lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`). Labels: ``negative``/``positive`` (MR, CR, MPQA),
+``objective``/``subjective`` (SUBJ). Folds and the dev hold-out follow :mod:`data_prep.readers.splits`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from data_prep.example import Example, Sentence
@@ -21,30 +16,27 @@ from data_prep.readers.common import gc_paused, task_dir
 from data_prep.readers.splits import check_fold, cv_split
 from data_prep.taskspec import TaskOptions
 from data_prep.textio import read_lines
-from data_prep.tokenize import tokenize
 
 POLARITY = ("negative", "positive")
 SUBJECTIVITY = ("objective", "subjective")
 
-# task -> (folder, encoding, splitter, ((file, label), ...)); files are read in this order (fold assignment
-# depends on it).
+# task -> (folder, encoding, ((file, label), ...)); files are read in this order (fold assignment depends on it).
 LABELLED_FILES = {
-    "mr": ("mr", "cp1252", tokenize, (("rt-polarity.pos", "positive"), ("rt-polarity.neg", "negative"))),
-    "subj": ("subj", "utf-8", str.split, (("quote.tok.gt9.5000", "subjective"), ("plot.tok.gt9.5000", "objective"))),
-    "cr": ("cr", "utf-8", str.split, (("custrev.pos", "positive"), ("custrev.neg", "negative"))),
-    "mpqa": ("mpqa", "utf-8", str.split, (("mpqa.pos", "positive"), ("mpqa.neg", "negative"))),
+    "mr": ("mr", "cp1252", (("rt-polarity.pos", "positive"), ("rt-polarity.neg", "negative"))),
+    "subj": ("subj", "utf-8", (("quote.tok.gt9.5000", "subjective"), ("plot.tok.gt9.5000", "objective"))),
+    "cr": ("cr", "utf-8", (("custrev.pos", "positive"), ("custrev.neg", "negative"))),
+    "mpqa": ("mpqa", "utf-8", (("mpqa.pos", "positive"), ("mpqa.neg", "negative"))),
 }
 
 
 @gc_paused
-def read_labelled_lines(path: str | Path, label: str, encoding: str = "utf-8",
-                        split: Callable[[str], list[str]] = str.split) -> list[Example]:
-    """Every non-empty line of ``path`` as one example labelled ``label``, tokens by ``split``."""
+def read_labelled_lines(path: str | Path, label: str, encoding: str = "utf-8") -> list[Example]:
+    """Every non-empty line of ``path`` as one example labelled ``label`` (whitespace tokens)."""
     path = Path(path)
     source = str(path)
     out = []
     for number, text in read_lines(path, encoding):
-        tokens = split(text)
+        tokens = text.split()
         if tokens:
             out.append(Example([Sentence(tokens)], label, number, source))
     return out
@@ -53,11 +45,11 @@ def read_labelled_lines(path: str | Path, label: str, encoding: str = "utf-8",
 @gc_paused
 def load_labelled_files(task: str, root: Path, options: TaskOptions) -> dict[str, list[Example]]:
     check_fold(options)
-    folder_name, encoding, split, files = LABELLED_FILES[task]
+    folder_name, encoding, files = LABELLED_FILES[task]
     folder = task_dir(root, folder_name)
     items: list[Example] = []
     for name, label in files:
-        items.extend(read_labelled_lines(folder / name, label, encoding, split))
+        items.extend(read_labelled_lines(folder / name, label, encoding))
     return cv_split(items, options)
 
 
