@@ -74,7 +74,11 @@ class LoadedModel:
 
 
 def load_model(run: RunDir, device: torch.device, which: str = "best") -> LoadedModel:
-    """Rebuild a trained model from its self-describing checkpoint."""
+    """Rebuild a trained model from its self-describing checkpoint.
+
+    From ``latest.pt`` (asked for, or no evaluation made ``best.pt`` yet) a run with ``train.ema``
+    gives its weight average, as ``best.pt`` does, not the raw weights kept there for ``--resume``.
+    """
     from data_prep.vocab import Vocab
 
     run.require()
@@ -82,7 +86,10 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
     ckpt = torch.load(path, map_location=device, weights_only=False)
     config = from_dict(RunConfig, ckpt["config"])
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
+    weights = ckpt["model"]
+    if path == run.latest and ckpt.get("ema") is not None:
+        weights = {k.removeprefix("module."): v for k, v in ckpt["ema"].items() if k != "n_averaged"}
+    model.load_state_dict(weights)
     model.to(device).eval()
     vocabs = {k: Vocab.from_dict(v) for k, v in ckpt["vocab"].items()}
     return LoadedModel(model, config, vocabs, ckpt["manifest"], ckpt)

@@ -9,7 +9,8 @@ import torch
 
 from cn3.config import ConfigError
 from cn3.resolve import resolve_config
-from cn3.trainer import train
+from cn3.run_dir import RunDir
+from cn3.trainer import load_model, train
 from data_prep.prepare import PrepareSettings, prepare
 
 GLOVE = "glove/glove.6B.50d.top100k.txt.gz"
@@ -89,6 +90,9 @@ def test_ema_weights_are_scored_and_kept_in_best(prepared, tmp_path):
     assert int(latest["ema"]["n_averaged"]) == latest["state"]["step"]
     assert all(torch.equal(best[k], averaged[k]) for k in best)
     assert not all(torch.equal(best[k], latest["model"][k]) for k in best)  # the average, not the raw weights
+    (tmp_path / "r" / "best.pt").unlink()  # as when a run stops before its first evaluation
+    loaded = load_model(RunDir(tmp_path / "r"), torch.device("cpu")).model.state_dict()
+    assert all(torch.equal(loaded[k], averaged[k]) for k in loaded)
 
 
 def test_resume_refuses_a_changed_model(prepared, tmp_path):
