@@ -17,8 +17,8 @@ from torch.optim.swa_utils import AveragedModel
 def make_ema(model: nn.Module, decay: float) -> AveragedModel | None:
     """An averaged copy of ``model`` (``.module`` is the model to evaluate), or ``None`` if ``decay`` is 0.
 
-    Call ``update_parameters(model)`` after every optimiser step. Its ``state_dict()`` holds the
-    averaged weights and the update count, so a checkpoint of it resumes exactly.
+    Call ``update_parameters(model)`` after every optimiser step; :func:`ema_state` and
+    :func:`load_ema_state` checkpoint it.
     """
     if decay == 0.0:
         return None
@@ -31,3 +31,21 @@ def make_ema(model: nn.Module, decay: float) -> AveragedModel | None:
             avg.lerp_(cur, 1.0 - d)
 
     return AveragedModel(model, multi_avg_fn=update, use_buffers=True)
+
+
+def ema_state(ema: AveragedModel | None, model: nn.Module) -> dict:
+    """Checkpoint entries besides ``model`` (which holds ``ema.module``'s weights, the ones evaluated):
+    the raw weights training continues from, and the number of updates averaged."""
+    if ema is None:
+        return {"raw_model": None, "ema_updates": None}
+    return {"raw_model": model.state_dict(), "ema_updates": int(ema.n_averaged)}
+
+
+def load_ema_state(ckpt: dict, ema: AveragedModel | None, model: nn.Module) -> None:
+    """Restore ``model`` (the raw weights) and ``ema`` from a checkpoint written with :func:`ema_state`."""
+    if ema is None:
+        model.load_state_dict(ckpt["model"])
+        return
+    model.load_state_dict(ckpt["raw_model"])
+    ema.module.load_state_dict(ckpt["model"])
+    ema.n_averaged.fill_(ckpt["ema_updates"])

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import yaml
 
+from cn3.averaging import load_ema_state
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.run_dir import RunDir
 
@@ -53,10 +54,8 @@ def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Opti
     Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
     """
     ckpt = torch.load(path, map_location=device, weights_only=False)
-    model.load_state_dict(ckpt["model"])
+    load_ema_state(ckpt, ema, model)
     optimizer.load_state_dict(ckpt["optimizer"])
-    if ema is not None:
-        ema.load_state_dict(ckpt["ema"])
     set_rng_state(ckpt["rng"])
     return ckpt["state"]
 

@@ -18,7 +18,7 @@ import torch
 
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write_json
-from cn3.averaging import make_ema
+from cn3.averaging import ema_state, make_ema
 from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.config import ConfigError, from_dict
 from cn3.console import console, progress
@@ -74,11 +74,7 @@ class LoadedModel:
 
 
 def load_model(run: RunDir, device: torch.device, which: str = "best") -> LoadedModel:
-    """Rebuild a trained model from its self-describing checkpoint.
-
-    From ``latest.pt`` (asked for, or no evaluation made ``best.pt`` yet) a run with ``train.ema``
-    gives its weight average, as ``best.pt`` does, not the raw weights kept there for ``--resume``.
-    """
+    """Rebuild a trained model from its self-describing checkpoint (its ``model`` weights)."""
     from data_prep.vocab import Vocab
 
     run.require()
@@ -86,10 +82,7 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
     ckpt = torch.load(path, map_location=device, weights_only=False)
     config = from_dict(RunConfig, ckpt["config"])
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
-    weights = ckpt["model"]
-    if path == run.latest and ckpt.get("ema") is not None:
-        weights = {k.removeprefix("module."): v for k, v in ckpt["ema"].items() if k != "n_averaged"}
-    model.load_state_dict(weights)
+    model.load_state_dict(ckpt["model"])
     model.to(device).eval()
     vocabs = {k: Vocab.from_dict(v) for k, v in ckpt["vocab"].items()}
     return LoadedModel(model, config, vocabs, ckpt["manifest"], ckpt)
@@ -172,10 +165,12 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         run.log(f"cn3 {cn3.__version__}: training {cfg.model.encoder} on {ds.manifest['task']} "
                 f"({model.n_parameters():,} parameters, device {device}) into {run.path}")
 
-    def checkpoint(path: Path, weights: torch.nn.Module) -> None:
+    def checkpoint(path: Path) -> None:
+        # "model" is always what evaluation uses (the average under train.ema); the raw weights that
+        # training goes on from are kept beside it only when they differ.
         atomic_torch_save(path, {
             "cn3_version": cn3.__version__, "config": config_dict, "model_args": args.__dict__,
-            "model": weights.state_dict(), "ema": ema.state_dict() if ema is not None else None,
+            "model": evaluated.state_dict(), **ema_state(ema, model),
             "optimizer": optimizer.state_dict(), "scheduler": None,
             "rng": rng_state(), "state": dict(state), "vocab": vocab_dict,
             "manifest": {k: ds.manifest[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
@@ -228,7 +223,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                         improved = dev["score"] > state["best_score"]
                         if improved:
                             state.update(best_score=dev["score"], best_step=state["step"], bad_evals=0)
-                            checkpoint(run.best, evaluated)
+                            checkpoint(run.best)
                         else:
                             state["bad_evals"] += 1
                         run.append_metrics(record)
@@ -241,7 +236,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                         stopped = True
                     if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
                         state["seconds"] = time.perf_counter() - start_time
-                        checkpoint(run.latest, model)
+                        checkpoint(run.latest)
                     if stopped:
                         break
                 bar.remove_task(task)
@@ -249,10 +244,10 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                     state["epoch"] += 1
                     state["batch_in_epoch"] = 0
                     state["seconds"] = time.perf_counter() - start_time
-                    checkpoint(run.latest, model)
+                    checkpoint(run.latest)
     except KeyboardInterrupt:
         state["seconds"] = time.perf_counter() - start_time
-        checkpoint(run.latest, model)
+        checkpoint(run.latest)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
     finally:
