@@ -111,6 +111,9 @@ class TrainConfig:
     it damps the late epochs of small, noisy tasks.
     ``ema``: decay of an exponential moving average of the weights, updated after every step;
     dev evaluation and ``best.pt`` use the average (0 = off, the raw weights; see ``cn3.averaging``).
+    ``adversarial``: adds the loss of each batch with its word vectors moved against the model, by
+    this fraction of each sentence's embedding norm (Miyato et al., 2017; 0 = off; see
+    ``cn3.adversarial``). Doubles the cost of an update.
     """
 
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
@@ -118,6 +121,7 @@ class TrainConfig:
     lr_decay: float = 1.0
     weight_decay: float = 0.0
     ema: float = 0.0
+    adversarial: float = 0.0
     batch_size: int = 32
     eval_batch_size: int = 128
     max_tokens: int = 0
@@ -137,6 +141,8 @@ class TrainConfig:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {self.lr_decay}")
         if not 0.0 <= self.ema < 1.0:
             raise ConfigError(f"train.ema must be in [0, 1), got {self.ema}")
+        if self.adversarial < 0:
+            raise ConfigError(f"train.adversarial must be >= 0, got {self.adversarial}")
         if self.batch_size < 1 or self.epochs < 1:
             raise ConfigError("train.batch_size and train.epochs must be >= 1")
 

@@ -18,6 +18,7 @@ import torch
 
 import cn3
 from cn3.atomic import atomic_torch_save, atomic_write_json
+from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
 from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.config import ConfigError, from_dict
@@ -153,6 +154,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     optimizer = make_optimizer(model, cfg)
     ema = make_ema(model, cfg.train.ema)
     evaluated = ema.module if ema is not None else model  # the weights scored on dev and kept in best.pt
+    # after make_ema: the average's copy of the model must not carry the adversary's hook
+    adversary = EmbeddingAdversary(model.nodes.word, cfg.train.adversarial) if cfg.train.adversarial else None
     labels = ds.vocabs["labels"].itos
     tag_scheme = ds.manifest.get("tag_scheme")
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
@@ -198,9 +201,12 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
                 seen, loss_sum, tick = 0, 0.0, time.perf_counter()
                 for b in range(state["batch_in_epoch"], len(batches)):
                     batch = make_batch(train_set, batches[b]).to(device)
-                    out = model(batch)
                     optimizer.zero_grad(set_to_none=True)
-                    out.loss.backward()
+                    if adversary is None:
+                        out = model(batch)
+                        out.loss.backward()
+                    else:
+                        out = adversary.backward(lambda: model(batch))
                     if t.clip:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
                     optimizer.step()

@@ -63,10 +63,11 @@ def test_snli_pairs_learn(prepared, tmp_path):
     assert results["scores"]["dev"]["score"] > 40.0, results  # 3 classes: chance is 33%
 
 
-@pytest.mark.parametrize("ema", [0.0, 0.9])
-def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema):
+@pytest.mark.parametrize("ema, adversarial", [(0.0, 0.0), (0.9, 0.0), (0.0, 0.05)])
+def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversarial):
     data = prepared("trec", "none", embeddings=False)
-    common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}"]
+    common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}",
+              f"train.adversarial={adversarial}"]
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)
     with pytest.raises(ConfigError, match="--resume"):
