@@ -142,7 +142,11 @@ def predict_command(
                               help="One text per line (pairs: premise<TAB>hypothesis); JSONL goes to stdout."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
-    """Label new text with a trained run: a class per text, or a tag per token."""
+    """Label new text with a trained run: a class per text, or a tag per token.
+
+    Text is split into tokens as the run's task files are (SNLI: "does n't"; MR, SUBJ, SICK: "doesn't";
+    custom: on spaces), and the tokens are printed with each label.
+    """
     from cn3.inference import examples_dataset, text_examples
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
@@ -155,10 +159,10 @@ def predict_command(
         level = loaded.manifest["level"]
         if file is not None:
             lines = [line for _, line in read_lines(file)]
-            examples = text_examples(lines, level, str(file))
+            examples = text_examples(lines, loaded.manifest, str(file))
         elif texts:
             joined = ["\t".join(texts)] if level == "pair" else texts
-            examples = text_examples(joined, level)
+            examples = text_examples(joined, loaded.manifest)
         else:
             raise typer.BadParameter("give a text or --file")
         dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)

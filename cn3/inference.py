@@ -1,4 +1,4 @@
-"""New text through a trained run: tokenise, annotate as the run's data was, map through its vocab."""
+"""New text through a trained run: tokenise and annotate as the run's data was, map through its vocab."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from pathlib import Path
 
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
-from data_prep.tokenize import tokenize
 from data_prep.store import GraphDataset, encode_split
 
 
@@ -23,9 +22,13 @@ def annotator_for_run(manifest: dict, examples_have_gold: bool):
     return make_annotator(name)
 
 
-def text_examples(texts: list[str], level: str, source: str = "<argument>") -> list[Example]:
+def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") -> list[Example]:
     """Examples from raw strings: one sentence each, or for pair tasks a premise/hypothesis pair
-    separated by a TAB (in files) or given as two strings."""
+    separated by a TAB (in files) or given as two strings. Each sentence is split into tokens as the
+    run's task files are (``TaskSpec.tokenize_text``: e.g. MR keeps ``doesn't`` whole, SNLI splits it)."""
+    from data_prep.tasks import text_tokenizer
+
+    level, tokenize = manifest["level"], text_tokenizer(manifest["task"])
     examples = []
     for number, text in enumerate(texts, start=1):
         sides = text.split("\t") if level == "pair" else [text]

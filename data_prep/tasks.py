@@ -8,6 +8,7 @@ logic the seven relation symbols. Tagging tasks keep their tags (UPOS, PTB, BIOE
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from data_prep.readers import (
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
+from data_prep.readers.common import unbracket
+from data_prep.readers.custom import TOKENIZE as CUSTOM_TOKENIZE
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
 from data_prep.readers.imdb import IMDB_LABELS
 from data_prep.readers.labelled_files import LABELLED_FILES, POLARITY, SUBJECTIVITY
@@ -29,6 +32,7 @@ from data_prep.readers.sst import SST2_LABELS, SST5_LABELS
 from data_prep.readers.treebanks import PTB_TAGS, UD_FILES, UPOS_TAGS
 from data_prep.readers.trec import TREC_COARSE
 from data_prep.taskspec import TaskOptions, TaskSpec
+from data_prep.tokenize import tokenize_attached_clitics
 
 POS = frozenset({"pos"})
 POS_DEPS = frozenset({"pos", "deps"})
@@ -89,6 +93,7 @@ _TASK_LIST = [
         load=readers.load_sick,
         labels=NLI_LABELS,
         notes="split from the SemEval_set column (TRIAL = dev); meta['relatedness'] keeps the 1-5 score",
+        tokenize_text=tokenize_attached_clitics,  # "it's", "doesn't" are one token in the files
     ),
     TaskSpec(
         name="trec",
@@ -108,6 +113,7 @@ _TASK_LIST = [
         labels=POLARITY,
         cv=True,
         notes=CV_NOTE + "; original rt-polaritydata files, decoded as Windows-1252",
+        tokenize_text=tokenize_attached_clitics,  # "it's", "doesn't" are one token in the files
     ),
     TaskSpec(
         name="subj",
@@ -118,6 +124,7 @@ _TASK_LIST = [
         labels=SUBJECTIVITY,
         cv=True,
         notes=CV_NOTE,
+        tokenize_text=tokenize_attached_clitics,
     ),
     TaskSpec(
         name="cr",
@@ -225,6 +232,7 @@ _TASK_LIST = [
         load=readers.load_logic,
         labels=LOGIC_LABELS,
         annotator="none",
+        tokenize_text=unbracket,  # a formula: its brackets are not tokens
         notes=(
             "follows Shen et al. (ICLR 2019): train = train0-6 (<= 6 operators) minus a seeded 10% dev; "
             "test = all of test0-12 so short (<= 6) and long (7-12) pairs can both be reported: "
@@ -258,7 +266,14 @@ def custom_spec(options: TaskOptions) -> TaskSpec:
         load=readers.load_custom,
         gold=frozenset(gold),
         notes="user files; labels from train" + ("; tags kept as they are" if fmt == "conll" else ""),
+        tokenize_text=CUSTOM_TOKENIZE,
     )
+
+
+def text_tokenizer(task: str) -> Callable[[str], list[str]]:
+    """``TaskSpec.tokenize_text`` of ``task``, without the data files (a run's ``custom`` train
+    file need not exist when it labels new text)."""
+    return CUSTOM_TOKENIZE if task == "custom" else get_task(task).tokenize_text
 
 
 def get_task(name: str, options: TaskOptions | None = None) -> TaskSpec:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from data_prep.example import Example
+from data_prep.tokenize import tokenize
 
 Level = Literal["node", "graph", "pair"]
 SPLITS = ("train", "dev", "test")
@@ -73,6 +74,8 @@ class TaskSpec:
             logic formulas, which no English parser can analyse); ``None`` = the generic rule.
         read_file: ``read_file(path, options) -> examples``: one file in the task's format (how
             ``cn3 evaluate --file`` scores a held-out test set); ``None`` when the task has none.
+        tokenize_text: ``tokenize_text(raw) -> tokens``: raw text (``cn3 predict``, ``visualize``)
+            split as the task's files are, so that a model meets the tokens it was trained on.
     """
 
     name: str
@@ -89,3 +92,4 @@ class TaskSpec:
     notes: str = ""
     annotator: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
+    tokenize_text: Callable[[str], list[str]] = tokenize

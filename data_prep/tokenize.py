@@ -5,6 +5,11 @@
 initials keep their periods (``U.S.``, ``B.``), words keep inner hyphens (``well-made``), ``...``
 is one token, any other non-space character is a token of its own. ``<br />`` tags become spaces.
 Case is kept. One ``findall`` per whitespace chunk that is not plain ASCII letters/digits.
+
+:func:`tokenize_attached_clitics` is the same but keeps words with inner apostrophes whole (``don't``,
+``it's``, ``writer-director's``) and dashes (``--``) as one token, as the MR, SUBJ and SICK files are
+written: it reproduces 91% (MR), 91% (SUBJ) and 97% (SICK) of their lines exactly, against 56%, 62%
+and 96% for :func:`tokenize`.
 """
 
 from __future__ import annotations
@@ -12,8 +17,7 @@ from __future__ import annotations
 import re
 
 BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
-TOKEN_RE = re.compile(
-    r"""\w+(?=n't\b)             # "do" of "don't"
+TOKEN_PATTERN = r"""\w+(?=n't\b)             # "do" of "don't"
       | n't\b
       | '(?:s|re|ve|ll|d|m)\b    # clitics
       | \d+(?:[.,:/]\d+)+        # 1,000  3.5  7/10  10:30
@@ -22,22 +26,29 @@ TOKEN_RE = re.compile(
       | \w+(?:-\w+)*             # words, hyphenated words
       | \.\.+                    # ellipsis
       | \S                       # any other character
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
+"""
+TOKEN_RE = re.compile(TOKEN_PATTERN, re.IGNORECASE | re.VERBOSE)
+ATTACHED_RE = re.compile(r"\w+(?:-\w+)*(?:'\w+)+ | --+ |" + TOKEN_PATTERN, re.IGNORECASE | re.VERBOSE)
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, split_clitics: bool = True) -> list[str]:
     """Tokens of a raw review (``<br />`` removed), see the module docstring.
 
     Whitespace-separated chunks that are plain ASCII letters/digits are tokens as they are (the regex
-    would return them unchanged); only the other chunks go through :data:`TOKEN_RE`.
+    would return them unchanged); only the other chunks go through :data:`TOKEN_RE` (or
+    :data:`ATTACHED_RE` when not ``split_clitics``).
     """
     out: list[str] = []
-    append, extend, findall = out.append, out.extend, TOKEN_RE.findall
+    append, extend = out.append, out.extend
+    findall = (TOKEN_RE if split_clitics else ATTACHED_RE).findall
     for chunk in BR_RE.sub(" ", text).split():
         if chunk.isalnum() and chunk.isascii():
             append(chunk)
         else:
             extend(findall(chunk))
     return out
+
+
+def tokenize_attached_clitics(text: str) -> list[str]:
+    """:func:`tokenize` with ``don't``, ``it's`` kept as one token."""
+    return tokenize(text, split_clitics=False)

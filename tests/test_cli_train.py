@@ -125,3 +125,18 @@ def test_missing_embeddings_in_config(tmp_path):
                     "--set", f"data.prepared={tmp_path / 'p'}")
     assert result.exit_code == 1 and "embeddings file not found" in result.output
     assert "Traceback" not in result.output
+
+
+def test_predict_splits_text_as_the_task_files_are(tmp_path, data_root):
+    """MR keeps ``doesn't`` whole, so predict must too, or the word would be ``n't`` -> ``<unk>``."""
+    prepared = tmp_path / "mr"
+    prepare(PrepareSettings(task="mr", data=data_root, out=prepared, annotator="none"))
+    run = tmp_path / "run"
+    result = invoke("train", "--task", "mr", "--prepared", prepared, "--run-dir", run, "--device", "cpu", *TINY)
+    assert result.exit_code == 0, result.output
+    result = invoke("predict", run, "It doesn't work -- at all.", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    tokens = json.loads(result.stdout)["tokens"]
+    assert tokens == ["It", "doesn't", "work", "--", "at", "all", "."]
+    known = set(json.loads((run / "vocab.json").read_text())["lower"]["itos"])
+    assert {t.lower() for t in tokens} <= known

@@ -98,7 +98,7 @@ def edge_view(loaded, texts: list[str], device) -> EdgeView:
     manifest, encoder = loaded.manifest, loaded.config.model.encoder
     check_has_edges(encoder)
     level = manifest["level"]
-    examples = text_examples([input_line(texts, level, manifest["task"])], level)
+    examples = text_examples([input_line(texts, level, manifest["task"])], manifest)
     dataset = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False)
     preds, infos = predict(loaded.model, dataset, device, keep_info=True)
     info = infos[0][1]  # one batch holding the one item, at row 0

@@ -28,6 +28,9 @@ from data_prep.textio import read_lines
 FORMATS = ("tsv", "jsonl", "conll")
 COLUMN_NAMES = ("word", "tag", "pos", "upos", "xpos", "head", "deprel", "_")
 
+#: how raw text for a custom run is split (``cn3 predict``): as the readers split it (:func:`tokens_of`)
+TOKENIZE = str.split
+
 
 def custom_files(options: TaskOptions) -> dict[str, Path]:
     files = {split: Path(path) for split, path in options.files.items()}
