@@ -25,10 +25,12 @@ def make_ema(model: nn.Module, decay: float) -> AveragedModel | None:
 
     @torch.no_grad()
     def update(averaged: list[torch.Tensor], current: list[torch.Tensor], n_averaged: torch.Tensor) -> None:
-        t = int(n_averaged)  # updates averaged so far (AveragedModel copies the weights at t = 0)
-        d = min(decay, (1 + t) / (10 + t))
+        # t = updates averaged so far (AveragedModel copies the weights at t = 0); computed on the
+        # weights' device, as reading it into Python would wait for the GPU at every step
+        t = n_averaged.double()
+        weight = (1.0 - torch.clamp((1 + t) / (10 + t), max=decay)).to(averaged[0].dtype)
         for avg, cur in zip(averaged, current):
-            avg.lerp_(cur, 1.0 - d)
+            avg.lerp_(cur, weight)
 
     return AveragedModel(model, multi_avg_fn=update, use_buffers=True)
 
