@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 import cn3
+from cli.help_text import unwrap_help
 from cli.prepare import prepare_command, tasks_command
 from cli.nmt import nmt_app
 from cli.train import evaluate_command, predict_command, train_command
@@ -24,6 +25,7 @@ app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
 app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
+unwrap_help(app)
 
 
 def _version(value: bool) -> None:
