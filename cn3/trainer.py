@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 import cn3
-from cn3.atomic import atomic_torch_save, atomic_write_json
 from cn3.adversarial import EmbeddingAdversary
+from cn3.atomic import atomic_torch_save, atomic_write_json
 from cn3.averaging import ema_state, make_ema
 from cn3.batching import bucketed_batches, item_lengths, make_batch
 from cn3.config import ConfigError, from_dict
