@@ -6,7 +6,8 @@ and version, counts, vocab sizes, labels, tag scheme, settings, statistics), ``v
 provenance) and, with ``--embeddings``, ``embeddings.pt``. Everything is written into a hidden
 temporary directory that is renamed into place at the end, so an interrupted run leaves no
 manifest and no half-written dataset. A run whose inputs and settings hash to the manifest's
-``fingerprint`` does nothing ("up to date").
+``fingerprint`` does nothing ("up to date"). Processes preparing the same output directory take
+turns (:mod:`data_prep.locking`): the later ones find the first one's dataset up to date.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cn3.console import console, progress
 from data_prep.annotators import default_annotator_name, make_annotator
 from data_prep.errors import DataError
 from data_prep.example import Example
+from data_prep.locking import exclusive
 from data_prep.paths import data_root, default_prepared_dir
 from data_prep.store import encode_split, write_sidecar
 from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
@@ -292,88 +294,92 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash,
                                vectors_vocab)
 
-    previous = read_manifest(out)
-    if previous and previous.get("fingerprint") == fingerprint and _is_complete(out, previous) and not settings.force:
-        return PrepareResult(out, previous, up_to_date=True)
-    if out.exists() and not out.is_dir():
-        raise DataError("output path exists and is not a directory", out)
-    if out.is_dir() and previous is None and any(out.iterdir()):
-        raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
-                        "(choose another --out)", out)
-
-    with console.status(f"reading {spec.name}"):
-        splits = spec.load(root, options)
-    splits = {name: splits[name] for name in SPLITS if name in splits}
-    if not splits.get("train"):
-        raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
-    n_truncated = _truncate(splits, max_len) if max_len else 0
-
-    n_sentences, seconds = _annotate(annotator, splits)
-    use_pos = "pos" in annotator.provides and not spec.label_is_pos
-    use_deps = "deps" in annotator.provides
-
-    vectors = None
-    if settings.embeddings:
-        from data_prep.embeddings import embedding_matrix, load_vectors
-
-        with console.status("loading word vectors"):
-            vectors = load_vectors(settings.embeddings)
-    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
-    train_lower = vocabs["lower"]
-    if vectors_vocab:
-        vocabs["lower"] = _add_vector_words(train_lower, splits, vectors)
-
     out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        counts = {}
-        for name, examples in splits.items():
-            tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps)
-            torch.save(tensors, tmp / f"{name}.pt")
-            write_sidecar(tmp / f"{name}.jsonl", examples)
-            counts[name] = {"examples": len(examples),
-                            "tokens": sum(len(s) for ex in examples for s in ex.sentences)}
-        atomic_write_json(tmp / "vocab.json", {k: v.to_dict() for k, v in vocabs.items()})
-        embeddings_info = None
-        if vectors is not None:
-            matrix, found = embedding_matrix(vectors, vocabs["lower"])
-            torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)},
-                       tmp / "embeddings.pt")
-            embeddings_info = {"path": str(settings.embeddings), "sha256": emb_hash, "dim": int(matrix.shape[1]),
-                               "vocab_found": int(found.sum()), "vocab_size": len(found)}
-        stats = _statistics(spec, splits, train_lower, vectors)
-        stats["truncated_sentences"] = n_truncated
-        stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
-                               "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
-        manifest = {
-            "format": FORMAT_VERSION,
-            "cn3_version": cn3.__version__,
-            "task": spec.name,
-            "level": spec.level,
-            "description": spec.description,
-            "notes": spec.notes,
-            "sources": sources,
-            "annotator": {"name": annotator.name, "version": annotator.version,
-                          "provides": sorted(annotator.provides), "pos_input": use_pos, "trees": use_deps},
-            "counts": counts,
-            "vocab_sizes": {k: len(v) for k, v in vocabs.items()},
-            "labels": vocabs["labels"].itos,
-            "tag_scheme": spec.tag_scheme,
-            "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
-            "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
-                         "vectors_vocab": vectors_vocab,
-                         "options": options.as_dict()},
-            "embeddings": embeddings_info,
-            "statistics": stats,
-            "fingerprint": fingerprint,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete dataset
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return PrepareResult(out, manifest, up_to_date=False)
+    # Under the lock, another process's temporary directory is a dead one's (removed below), and a
+    # dataset that it has just finished is found up to date.
+    with exclusive(out.parent / f".{out.name}.lock", f"waiting for another process preparing {out}"):
+        previous = read_manifest(out)
+        current = previous and previous.get("fingerprint") == fingerprint and _is_complete(out, previous)
+        if current and not settings.force:
+            return PrepareResult(out, previous, up_to_date=True)
+        if out.exists() and not out.is_dir():
+            raise DataError("output path exists and is not a directory", out)
+        if out.is_dir() and previous is None and any(out.iterdir()):
+            raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
+                            "(choose another --out)", out)
+
+        with console.status(f"reading {spec.name}"):
+            splits = spec.load(root, options)
+        splits = {name: splits[name] for name in SPLITS if name in splits}
+        if not splits.get("train"):
+            raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
+        n_truncated = _truncate(splits, max_len) if max_len else 0
+
+        n_sentences, seconds = _annotate(annotator, splits)
+        use_pos = "pos" in annotator.provides and not spec.label_is_pos
+        use_deps = "deps" in annotator.provides
+
+        vectors = None
+        if settings.embeddings:
+            from data_prep.embeddings import embedding_matrix, load_vectors
+
+            with console.status("loading word vectors"):
+                vectors = load_vectors(settings.embeddings)
+        vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
+        train_lower = vocabs["lower"]
+        if vectors_vocab:
+            vocabs["lower"] = _add_vector_words(train_lower, splits, vectors)
+
+        for stale in out.parent.glob(f".{out.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+        tmp.mkdir()
+        try:
+            counts = {}
+            for name, examples in splits.items():
+                tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps)
+                torch.save(tensors, tmp / f"{name}.pt")
+                write_sidecar(tmp / f"{name}.jsonl", examples)
+                counts[name] = {"examples": len(examples),
+                                "tokens": sum(len(s) for ex in examples for s in ex.sentences)}
+            atomic_write_json(tmp / "vocab.json", {k: v.to_dict() for k, v in vocabs.items()})
+            embeddings_info = None
+            if vectors is not None:
+                matrix, found = embedding_matrix(vectors, vocabs["lower"])
+                torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)},
+                           tmp / "embeddings.pt")
+                embeddings_info = {"path": str(settings.embeddings), "sha256": emb_hash, "dim": int(matrix.shape[1]),
+                                   "vocab_found": int(found.sum()), "vocab_size": len(found)}
+            stats = _statistics(spec, splits, train_lower, vectors)
+            stats["truncated_sentences"] = n_truncated
+            stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
+                                   "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
+            manifest = {
+                "format": FORMAT_VERSION,
+                "cn3_version": cn3.__version__,
+                "task": spec.name,
+                "level": spec.level,
+                "description": spec.description,
+                "notes": spec.notes,
+                "sources": sources,
+                "annotator": {"name": annotator.name, "version": annotator.version,
+                              "provides": sorted(annotator.provides), "pos_input": use_pos, "trees": use_deps},
+                "counts": counts,
+                "vocab_sizes": {k: len(v) for k, v in vocabs.items()},
+                "labels": vocabs["labels"].itos,
+                "tag_scheme": spec.tag_scheme,
+                "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
+                "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
+                             "vectors_vocab": vectors_vocab,
+                             "options": options.as_dict()},
+                "embeddings": embeddings_info,
+                "statistics": stats,
+                "fingerprint": fingerprint,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete dataset
+            _swap_into_place(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return PrepareResult(out, manifest, up_to_date=False)

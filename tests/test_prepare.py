@@ -79,7 +79,9 @@ def test_interrupted_write_leaves_nothing(trec, data_root, tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
     assert not out.exists()
-    assert list(tmp_path.iterdir()) == []  # no temporary directory left behind
+    # no temporary directory left behind; the empty lock file stays (removing it could let a waiting
+    # process and a new one both hold "the" lock)
+    assert [p.name for p in tmp_path.iterdir()] == [".trec.lock"]
 
 
 def test_interrupted_rebuild_keeps_the_old_dataset(trec, data_root, monkeypatch):
@@ -183,3 +185,23 @@ def test_written_files_are_ordinary_files(trec):
     for name in ("manifest.json", "vocab.json"):
         mode = stat.S_IMODE((trec.out / name).stat().st_mode)
         assert mode == 0o666 & ~mask, oct(mode)  # not the 0600 of a temporary file
+
+
+def test_parallel_prepares_of_one_dataset_take_turns(tmp_path, data_root):
+    """Two trainings that prepare the same data on the fly: one builds it, the other waits and finds
+    it up to date (without the lock each removed the other's temporary directory as stale)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "trec"
+    stale = tmp_path / ".trec.tmp-999999999"  # left by a process that died
+    stale.mkdir()
+    code = ("import sys; from data_prep.prepare import PrepareSettings, prepare; "
+            "r = prepare(PrepareSettings(task='trec', data=sys.argv[1], out=sys.argv[2], annotator='none')); "
+            "print('UP_TO_DATE' if r.up_to_date else 'BUILT')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(data_root), str(out)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sorted(o.strip().splitlines()[-1] for o in outputs) == ["BUILT", "UP_TO_DATE"], outputs
+    assert load_prepared(out).manifest["task"] == "trec" and not stale.exists()
