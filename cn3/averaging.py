@@ -25,8 +25,8 @@ def make_ema(model: nn.Module, decay: float) -> AveragedModel | None:
 
     @torch.no_grad()
     def update(averaged: list[torch.Tensor], current: list[torch.Tensor], n_averaged: torch.Tensor) -> None:
-        # t = updates averaged so far (AveragedModel copies the weights at t = 0); computed on the
-        # weights' device, as reading it into Python would wait for the GPU at every step
+        # t = updates averaged so far (AveragedModel copies the weights at t = 0), kept a tensor:
+        # reading it into Python would wait for the GPU once per step
         t = n_averaged.double()
         weight = (1.0 - torch.clamp((1 + t) / (10 + t), max=decay)).to(averaged[0].dtype)
         for avg, cur in zip(averaged, current):

@@ -15,6 +15,7 @@ and 96% for :func:`tokenize`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 TOKEN_PATTERN = r"""\w+(?=n't\b)             # "do" of "don't"
@@ -31,24 +32,24 @@ TOKEN_RE = re.compile(TOKEN_PATTERN, re.IGNORECASE | re.VERBOSE)
 ATTACHED_RE = re.compile(r"\w+(?:-\w+)*(?:'\w+)+ | --+ |" + TOKEN_PATTERN, re.IGNORECASE | re.VERBOSE)
 
 
-def tokenize(text: str, split_clitics: bool = True) -> list[str]:
-    """Tokens of a raw review (``<br />`` removed), see the module docstring.
+def tokenize(text: str) -> list[str]:
+    """Tokens of a raw review (``<br />`` removed), see the module docstring."""
+    return _split(text, TOKEN_RE.findall)
 
-    Whitespace-separated chunks that are plain ASCII letters/digits are tokens as they are (the regex
-    would return them unchanged); only the other chunks go through :data:`TOKEN_RE` (or
-    :data:`ATTACHED_RE` when not ``split_clitics``).
-    """
+
+def tokenize_attached_clitics(text: str) -> list[str]:
+    """:func:`tokenize`, but ``don't``, ``it's`` and ``--`` are one token each (:data:`ATTACHED_RE`)."""
+    return _split(text, ATTACHED_RE.findall)
+
+
+def _split(text: str, findall: Callable[[str], list[str]]) -> list[str]:
+    """Whitespace-separated chunks that are plain ASCII letters/digits are tokens as they are (the regex
+    would return them unchanged); only the other chunks go through ``findall``."""
     out: list[str] = []
     append, extend = out.append, out.extend
-    findall = (TOKEN_RE if split_clitics else ATTACHED_RE).findall
     for chunk in BR_RE.sub(" ", text).split():
         if chunk.isalnum() and chunk.isascii():
             append(chunk)
         else:
             extend(findall(chunk))
     return out
-
-
-def tokenize_attached_clitics(text: str) -> list[str]:
-    """:func:`tokenize` with ``don't``, ``it's`` kept as one token."""
-    return tokenize(text, split_clitics=False)
