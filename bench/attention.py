@@ -4,13 +4,13 @@
     .venv/bin/python bench/attention.py --quick    # fewer repeats (about a minute on 2 cores)
 
 1. Hybrid local/global self-attention (Xu et al., 2019; gate mode, window 1) against vanilla
-   multi-head attention with the same projections (:class:`cn3.nmt.layers.MultiHeadAttention`,
+   multi-head attention with the same projections (:class:`cn3.layers.transformer.MultiHeadAttention`,
    the same code path minus the local softmax, the gate and the mix) on the same input
    ``(B, N, d)`` with a padding mask, attention dropout ``--dropout`` in training mode. Target:
    ratio <= 1.10 (the local pattern reuses the global energy: one extra masked softmax, one mix of
    the two distributions and a ``d -> heads`` gate). ``local`` and ``concat`` are shown too, and
    ``torch.nn.MultiheadAttention`` as an outside reference.
-2. ON-LSTM layer (:class:`cn3.nmt.onlstm.ONLSTM`, chunk size 8) tokens/s against ``torch.nn.LSTM``
+2. ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk size 8) tokens/s against ``torch.nn.LSTM``
    of the same width (input = hidden = d), forward + backward and forward only.
 
 Each module runs ``--warmup`` times, then the modules alternate for ``--repeats`` rounds and the
@@ -32,9 +32,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cn3.attention import padding_mask  # noqa: E402
-from cn3.nmt.hybrid_attention import HybridSelfAttention  # noqa: E402
-from cn3.nmt.layers import MultiHeadAttention  # noqa: E402
-from cn3.nmt.onlstm import ONLSTM  # noqa: E402
+from cn3.layers.hybrid_attention import HybridSelfAttention  # noqa: E402
+from cn3.layers.transformer import MultiHeadAttention  # noqa: E402
+from cn3.layers.onlstm import ONLSTM  # noqa: E402
 
 ATTENTION_SHAPES = [(64, 25, 256, 4), (32, 50, 512, 8), (8, 200, 512, 8)]
 RNN_SHAPES = [(64, 25, 256), (32, 50, 512)]

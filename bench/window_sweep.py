@@ -1,9 +1,9 @@
 """Window-size sweep of the hybrid encoder (Xu et al., 2019, Table 2 style): m = 1..5.
 
     .venv/bin/python bench/window_sweep.py --dry-run                 # print the commands only
-    .venv/bin/python bench/window_sweep.py                           # small scale (configs/nmt/small.yaml)
+    .venv/bin/python bench/window_sweep.py                           # small scale (cn3/configs/nmt/small.yaml)
     .venv/bin/python bench/window_sweep.py --windows 1 3 --set train.epochs=5 --gates
-    .venv/bin/python bench/window_sweep.py --config configs/nmt/base.yaml --device cuda
+    .venv/bin/python bench/window_sweep.py --config cn3/configs/nmt/base.yaml --device cuda
 
 For each window ``m`` it trains ``cn3 nmt train --encoder hybrid --set model.hybrid.window=m`` into
 ``<out>/m<m>`` (resuming an interrupted run, skipping a finished one), scores test2016 with
@@ -38,7 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--windows", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--out", type=Path, default=Path("runs/window-sweep"))
-    parser.add_argument("--config", type=Path, default=None, help="run config [default: configs/nmt/small.yaml]")
+    parser.add_argument("--config", type=Path, default=None, help="run config [default: cn3/configs/nmt/small.yaml]")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="extra --set for every run")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--beam", type=int, default=5)

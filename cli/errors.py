@@ -8,8 +8,8 @@ from contextlib import contextmanager
 import typer
 from rich.markup import escape
 
-from cn3.console import console
 from cn3.config import ConfigError
+from data_prep.console import console
 from data_prep.errors import DataError
 
 #: Error types whose message is meant for the user (file, line, what was expected).

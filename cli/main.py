@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 import cn3
+from cli.encoders import encoders_command
 from cli.help_text import unwrap_help
 from cli.prepare import prepare_command, tasks_command
 from cli.nmt import nmt_app
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command("prepare")(prepare_command)
 app.command("tasks")(tasks_command)
+app.command("encoders")(encoders_command)
 app.command("train")(train_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)

@@ -11,7 +11,8 @@ import typer
 
 from cli.errors import user_errors
 from cli.train import Device
-from cn3.console import console
+from cn3.encoders import ENCODERS
+from data_prep.console import console
 
 nmt_app = typer.Typer(
     name="nmt",
@@ -23,12 +24,8 @@ nmt_app = typer.Typer(
 )
 
 
-class Encoder(str, Enum):
-    transformer = "transformer"
-    hybrid = "hybrid"
-    local = "local"
-    onlstm = "onlstm"
-    lstm = "lstm"
+#: every encoder of the zoo that serves translation (`cn3 encoders`)
+Encoder = Enum("Encoder", {name: name for name, spec in ENCODERS.items() if "translation" in spec.levels}, type=str)
 
 
 def default_run_dir(cfg) -> Path:
@@ -41,7 +38,7 @@ def train_command(
     encoder: Encoder = typer.Option(None, "--encoder", "-e", help="Encoder stack (default: the config's, "
                                     "transformer)."),
     config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
-                                help="YAML run config (default: configs/nmt/small.yaml)."),
+                                help="YAML run config (default: cn3/configs/nmt/small.yaml, shipped with cn3)."),
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
                                         "--set model.hybrid.window=2 --set train.max_steps=500 (repeatable)."),
     run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory (default: "
@@ -62,7 +59,9 @@ def train_command(
 
         cn3 nmt train --encoder hybrid                                 # Multi30k en->de, small config
 
-        cn3 nmt train --encoder onlstm --config configs/nmt/base.yaml  # the papers' Transformer-base
+        cn3 nmt train --encoder cn3                                    # CN3 as the source encoder
+
+        cn3 nmt train --encoder onlstm_san --config cn3/configs/nmt/base.yaml  # the papers' Transformer-base
 
         cn3 nmt train --encoder local --set model.hybrid.window=2      # local-only ablation, m = 2
 
@@ -153,7 +152,7 @@ def evaluate_command(
 
     Prints the BLEU line and the sacreBLEU signature; one JSON record goes to stdout.
     """
-    from cn3.atomic import atomic_write_text
+    from data_prep.atomic import atomic_write_text
     from cn3.nmt.data import canonical_split, load_split, read_parallel
     from cn3.nmt.trainer import load_run, score_pairs
     from cn3.runtime import resolve_device
@@ -197,11 +196,10 @@ def gates_command(
     """
     from rich.table import Table
 
-    from cn3.atomic import atomic_write, atomic_write_json
+    from data_prep.atomic import atomic_write, atomic_write_json
     from cn3.config import ConfigError
-    from cn3.nmt.analysis import collect_gates, plot_gates, tag_words
+    from cn3.nmt.analysis import collect_gates, has_gates, plot_gates, tag_words
     from cn3.nmt.data import canonical_split, load_split
-    from cn3.nmt.encoders import has_gates
     from cn3.nmt.trainer import load_run
     from cn3.runtime import resolve_device
 

@@ -99,7 +99,7 @@ def tasks_command() -> None:
     """List the tasks `cn3 prepare` knows, with their level and files."""
     from rich.table import Table
 
-    from cn3.console import console
+    from data_prep.console import console
 
     table = Table()
     for col in ("task", "level", "description", "gold annotations"):

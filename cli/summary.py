@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cn3.console import console
+from data_prep.console import console
 
 
 def _pct(x: float | None) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from cn3.console import console
+from data_prep.console import console
 
 
 class Device(str, Enum):
@@ -35,7 +35,7 @@ def default_run_dir(cfg) -> Path:
 
 def train_command(
     task: str = typer.Option(None, "--task", "-t", help="Task to train on (`cn3 tasks`); its tuned config "
-                             "configs/<task>.yaml is used unless --config is given."),
+                             "cn3/configs/<task>.yaml (shipped with cn3) is used unless --config is given."),
     config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False, help="YAML run config."),
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
                                         "--set model.graph_layers=2 --set train.optimizer=adam (repeatable)."),
@@ -52,7 +52,9 @@ def train_command(
 
         cn3 train --task trec
 
-        cn3 train --task snli --set model.encoder=bilstm      # the paper's ablation without the graph
+        cn3 train --task snli --set model.encoder=lstm        # a baseline of the zoo (`cn3 encoders`)
+
+        cn3 train --task logic --set model.encoder=onlstm_san # ON-LSTM under self-attention (Hao et al.)
 
         cn3 train --task conll2003 --set model.edge_attrs=true # "Dep": parser relations as edge attributes
 
@@ -146,11 +148,18 @@ def predict_command(
 
     Text is split into tokens as the run's task files are (SNLI: "does n't"; MR, SUBJ, SICK: "doesn't";
     custom: on spaces), and the tokens are printed with each label.
+
+    One JSON line per text. Sentence and pair tasks: "label" and "probs", every class's softmax
+    probability ({label: p}, most likely first, so "label" is its first key). Tagging tasks: "tags"
+    (the CRF's best tag sequence, Viterbi) and "marginals", per token the CRF's posterior probability
+    of each tag (forward-backward), tags with p >= 0.01, most likely first. A Viterbi tag is usually,
+    but not always, the token's most likely tag: it belongs to the best sequence as a whole.
+    Probabilities are rounded to 4 decimals.
     """
-    from cn3.inference import examples_dataset, text_examples
+    from cn3.inference import examples_dataset, prediction_record, predict_with_probabilities, text_examples
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import load_model, predict
+    from cn3.trainer import load_model
     from data_prep.textio import read_lines
 
     with user_errors():
@@ -166,12 +175,8 @@ def predict_command(
         else:
             raise typer.BadParameter("give a text or --file")
         dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
-        preds, _ = predict(loaded.model, dataset, dev)
+        preds, probs = predict_with_probabilities(loaded.model, dataset, dev)
     labels = loaded.vocabs["labels"].itos
-    for ex, p in zip(examples, preds):
-        tokens = [s.tokens for s in ex.sentences]
-        if level == "node":
-            record = {"tokens": tokens[0], "tags": [labels[t] for t in p]}
-        else:
-            record = {"tokens": tokens if level == "pair" else tokens[0], "label": labels[p]}
+    for ex, pred, prob in zip(examples, preds, probs):
+        record = prediction_record(ex, level, labels, pred, prob)
         sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

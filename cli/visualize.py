@@ -8,7 +8,7 @@ import typer
 
 from cli.errors import user_errors
 from cli.train import Device
-from cn3.console import console
+from data_prep.console import console
 
 visualize_app = typer.Typer(
     help="Look inside a trained run: the sentence graphs CN3 learns.",

@@ -1,3 +1,5 @@
 """cn3: learning task-specific sentence graphs (CN3, hybrid local/global attention, ON-LSTM+SAN)."""
 
-__version__ = "0.1.0"
+from data_prep.version import __version__
+
+__all__ = ["__version__"]

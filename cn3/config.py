@@ -160,3 +160,22 @@ def merge(base: dict, update: dict) -> dict:
         else:
             out[key] = value
     return out
+
+
+def resolve(cls: type[T], config_file: str | Path | None, flags: dict, overrides: list[str]) -> T:
+    """The one config resolution of every command: ``cls``'s defaults <- ``config_file`` <- ``flags``
+    (dotted keys of dedicated CLI options, ``None`` values ignored) <- ``--set`` overrides; errors
+    name the key and where it came from."""
+    data = to_dict(cls())
+    if config_file is not None:
+        data = merge(data, load_yaml(config_file))
+    for key, value in flags.items():
+        if value is not None:
+            section, name = key.split(".")
+            data.setdefault(section, {})[name] = str(value) if isinstance(value, Path) else value
+    apply_overrides(data, overrides)
+    where = f" (in {config_file} or --set)" if config_file else " (in --set)"
+    try:
+        return from_dict(cls, data)
+    except ConfigError as err:
+        raise ConfigError(f"{err}{where}") from None

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+from torch import Tensor
+
+from cn3.batching import item_lengths, make_batch
+from cn3.bucketing import bucketed_batches
+from cn3.models.crf_marginals import crf_marginals
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
@@ -84,3 +90,65 @@ def read_task_file(manifest: dict, path: Path) -> list[Example]:
     if spec.read_file is None:
         raise DataError(f"task {spec.name} has no single-file reader; score it with --split", path)
     return spec.read_file(Path(path), options)
+
+
+MARGINAL_FLOOR = 0.01  # tags less likely than this at a token are left out of its printed marginals
+
+
+def probabilities(model, batch, out) -> Tensor:
+    """How sure ``model`` is of its predictions for ``batch`` (``out = model(batch)``, in eval mode).
+
+    Sentences and pairs: the softmax of the class logits, ``(B, K)``. Tagging: the CRF's posterior
+    marginal ``p(y_t = j | x)`` of every tag at every token (forward-backward), ``(B, N, T)``, zero
+    under padding. The tagging model's forward returns only the Viterbi path, so the encoder states
+    are recomputed here (deterministic in eval mode) and scored by the head's own emissions, the
+    ones its likelihood and Viterbi decoding use.
+    """
+    if model.args.level == "node":
+        h, _ = model.encode(batch.a)  # (B, N, d)
+        return crf_marginals(model.head.crf, model.head.emissions(h), batch.a.mask)  # (B, N, T)
+    return out.logits.softmax(-1)  # (B, K)
+
+
+@torch.no_grad()
+def predict_with_probabilities(model, dataset, device: torch.device, batch_size: int = 128) -> tuple[list, list]:
+    """Predictions and their probabilities for every item of ``dataset``, in dataset order.
+
+    Returns ``(predictions, probs)``: per item a class id and a list of ``K`` class probabilities, or
+    a list of tag ids (the Viterbi path) and per token a list of ``T`` tag marginals.
+    """
+    model.eval()
+    lengths = item_lengths(dataset)
+    preds: list = [None] * len(dataset)
+    probs: list = [None] * len(dataset)
+    for indices in bucketed_batches(lengths, batch_size, shuffle=False):
+        batch = make_batch(dataset, indices).to(device)
+        out = model(batch, with_loss=False)
+        p = probabilities(model, batch, out).cpu()
+        for row, i in enumerate(indices):
+            if model.args.level == "node":
+                preds[i] = out.pred[row, : lengths[i]].tolist()
+                probs[i] = p[row, : lengths[i]].tolist()
+            else:
+                preds[i] = int(out.pred[row])
+                probs[i] = p[row].tolist()
+    return preds, probs
+
+
+def _ranked(p: list[float], labels: list[str], floor: float = 0.0) -> dict[str, float]:
+    """``{label: p}`` by descending probability, rounded to 4 decimals; below ``floor`` left out
+    (but never the most likely label)."""
+    order = sorted(range(len(p)), key=lambda k: -p[k])
+    return {labels[k]: round(p[k], 4) for rank, k in enumerate(order) if rank == 0 or p[k] >= floor}
+
+
+def prediction_record(example: Example, level: str, labels: list[str], pred, probs) -> dict:
+    """One JSON line of ``cn3 predict``: the tokens, and either the class with ``probs`` (every
+    class, most likely first) or the tags with ``marginals`` (per token, the tags with
+    ``p >= MARGINAL_FLOOR``, most likely first)."""
+    tokens = [s.tokens for s in example.sentences]
+    if level == "node":
+        return {"tokens": tokens[0], "tags": [labels[t] for t in pred],
+                "marginals": [_ranked(p, labels, MARGINAL_FLOOR) for p in probs]}
+    return {"tokens": tokens if level == "pair" else tokens[0], "label": labels[pred],
+            "probs": _ranked(probs, labels)}

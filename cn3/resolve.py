@@ -1,44 +1,47 @@
-"""Resolve a run config: defaults <- configs/<task>.yaml <- --config FILE <- flags <- --set overrides."""
+"""Resolve a run config: defaults <- cn3/configs/<task>.yaml <- --config FILE <- flags <- --set overrides.
+
+The tuned configs are package data (``cn3/configs``, declared in pyproject.toml), so an installed
+cn3 finds them too; a registered task without its tuned config is an error, never a silent fall back
+to the dataclass defaults.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cn3.config import ConfigError, apply_overrides, from_dict, load_yaml, merge, to_dict
+from cn3.config import ConfigError, resolve
 from cn3.run_config import RunConfig
+from data_prep.tasks import TASKS
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 def task_config_path(task: str) -> Path | None:
+    """``cn3/configs/<task>.yaml``; ``None`` for a task without one (``custom``).
+
+    Raises:
+        ConfigError: ``task`` is a registered task and its tuned config is missing (a broken
+            installation: training it on the dataclass defaults would look like a result).
+    """
     path = CONFIG_DIR / f"{task}.yaml"
-    return path if path.is_file() else None
+    if path.is_file():
+        return path
+    if task in TASKS:
+        raise ConfigError(f"the tuned config of task {task!r} is missing: {path} does not exist "
+                          "(reinstall cn3, or pass --config FILE)")
+    return None
 
 
 def resolve_config(task: str | None, config_file: Path | None, flags: dict, overrides: list[str]) -> RunConfig:
-    """Build the run config.
+    """Build a sentence run's config with :func:`cn3.config.resolve`.
 
     Args:
         task: ``--task`` (may be ``None`` when the config file names it).
-        config_file: ``--config``; without it ``configs/<task>.yaml`` is used when it exists.
+        config_file: ``--config``; without it ``cn3/configs/<task>.yaml`` (required for a registered task).
         flags: dotted keys set by dedicated CLI flags (``{"data.prepared": ..., "train.seed": ...}``);
             ``None`` values are ignored.
         overrides: ``--set key=value`` strings, applied last.
     """
-    data = to_dict(RunConfig())
     if config_file is None and task is not None:
         config_file = task_config_path(task)
-    if config_file is not None:
-        data = merge(data, load_yaml(config_file))
-    if task is not None:
-        data["data"]["task"] = task
-    for key, value in flags.items():
-        if value is not None:
-            section, name = key.split(".")
-            data[section][name] = str(value) if isinstance(value, Path) else value
-    apply_overrides(data, overrides)
-    where = f" (in {config_file} or --set)" if config_file else " (in --set)"
-    try:
-        return from_dict(RunConfig, data)
-    except ConfigError as err:
-        raise ConfigError(f"{err}{where}") from None
+    return resolve(RunConfig, config_file, {"data.task": task, **flags}, overrides)

@@ -1,6 +1,6 @@
 """The configuration of a training run: data, model and trainer sections.
 
-``configs/<task>.yaml`` holds the tuned values per task; anything not given takes the defaults
+``cn3/configs/<task>.yaml`` holds the tuned values per task; anything not given takes the defaults
 below; ``--set section.key=value`` overrides either. The resolved config is saved in the run
 directory and in every checkpoint.
 """
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import ConfigError
+from cn3.loop import LoopConfig
+from cn3.encoders.options import CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
 
 
 @dataclass
@@ -49,23 +51,36 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """The network. Table 3 of the CN3 paper names the variants; each is a setting here:
+    """The network: node attributes -> an encoder of the zoo (``cn3 encoders``) -> the task head.
+
+    Table 3 of the CN3 paper names the variants; each is a setting here:
 
     * ``CN3``: ``encoder: cn3``, ``context: lstm``;
     * ``+POS``: ``pos_dim > 0``; ``+char``: ``char: cnn``; ``+char+Spell``: also ``spell_dim > 0``;
     * ``Dep``: ``edge_attrs: true`` (dependency relation and direction as ``e_ik``).
 
-    Other encoders share the heads and trainer: ``bilstm`` (context layer only, the paper's
-    ablation), ``nbow``, ``cnn``, ``transformer``, ``gcn`` (graph convolution over the parse).
+    The baselines are other encoders behind the same heads and trainer: ``nbow``, ``cnn``, ``rnn``,
+    ``lstm``, ``treelstm``, ``pdgraph``, ``selfatt1``, ``selfatt2``, ``transformer`` (SelfAtt3),
+    ``hybrid``/``local`` (Xu et al.), ``onlstm``, ``onlstm_san``/``lstm_san`` (Hao et al.).
 
-    ``pool``: how classification heads reduce the nodes to one vector: ``mean`` (the paper) or
-    ``max`` (element-wise, as InferSent's BiLSTM-max).
+    Sizes: ``hidden`` is the width per direction of a bidirectional encoder, so every encoder's
+    model width is ``d = 2 * hidden``; ``graph_layers`` is the encoder's depth (``None`` = its
+    default, shown by ``cn3 encoders``); ``heads``, ``ff`` (0 = ``2 d``), ``attention_dropout`` and
+    ``norm`` configure self-attention layers; the sections ``hybrid``, ``rnn``, ``selfatt`` and
+    ``cnn`` hold the options of those families (the same sections as in the NMT config).
+
+    ``pool``: how classification heads reduce the nodes to one vector, for encoders without a
+    sentence vector of their own (``cnn``: max over time, ``treelstm``: the root, ``selfatt1``: the
+    annotation matrix): ``mean`` (the paper) or ``max`` (element-wise, as InferSent's BiLSTM-max).
 
     ``word_dropout``: training-time probability of replacing a word by ``<unk>`` (trains the
     ``<unk>`` vector that unseen test words without a pretrained vector fall back to).
+
+    ``init_range``: CN3's own init, ``U(-init_range, init_range)`` for the encoder and the head (the
+    paper's 0.1); every other encoder and its head take their published or standard init.
     """
 
-    encoder: Literal["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"] = "cn3"
+    encoder: str = "cn3"
     word_dim: int = 50
     freeze_embeddings: bool = False
     char: Literal["none", "cnn", "lstm"] = "none"
@@ -76,37 +91,52 @@ class ModelConfig:
     context: Literal["lstm", "cnn", "none"] = "lstm"
     context_layers: int = 1
     hidden: int = 150
-    graph_layers: int = 1
+    graph_layers: int | None = None
     energy_dim: int = 100
     edge_attrs: bool = False
     edge_dim: int = 32
     heads: int = 4
+    ff: int = 0
+    attention_dropout: float = 0.1
+    norm: Literal["pre", "post"] = "pre"
     mlp_hidden: int = 300
     pool: Literal["mean", "max"] = "mean"
     dropout: float = 0.3
     word_dropout: float = 0.0
     init_range: float = 0.1
+    hybrid: HybridOptions = field(default_factory=HybridOptions)
+    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
+    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
+    cnn: CNNOptions = field(default_factory=CNNOptions)
 
     def validate(self) -> None:
+        from cn3.encoders import get_spec
+
+        get_spec(self.encoder)  # a bad name fails here, listing the known ones
         for name in ("word_dim", "hidden", "energy_dim", "mlp_hidden"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
-        for name in ("dropout", "word_dropout"):
+        for name in ("dropout", "word_dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.encoder in ("cn3", "transformer", "gcn") and self.graph_layers < 1:
-            raise ConfigError(f"model.graph_layers must be >= 1 for encoder {self.encoder}")
+        if self.graph_layers is not None and self.graph_layers < 1:
+            raise ConfigError(f"model.graph_layers must be >= 1, got {self.graph_layers}")
+
+    @property
+    def layers(self) -> int:
+        """The encoder's depth: ``graph_layers``, else the encoder's default."""
+        from cn3.encoders import get_spec
+
+        return self.graph_layers if self.graph_layers is not None else get_spec(self.encoder).default_layers
 
 
 @dataclass
-class TrainConfig:
-    """The trainer. AdaDelta is the paper's optimiser (lr 1.0, rho 0.95); Adam is selectable.
+class TrainConfig(LoopConfig):
+    """The trainer: the loop's settings (:class:`cn3.loop.LoopConfig`: seed, epochs, max_steps,
+    patience, clip, evals_per_epoch, checkpoint_every, log_every, num_threads) and these.
 
-    ``patience``: stop after this many evaluations without a better dev score.
+    AdaDelta is the paper's optimiser (lr 1.0, rho 0.95); Adam and SGD are selectable.
     ``max_tokens``: cap on ``rows * longest item`` per batch (long documents get smaller batches).
-    ``max_steps``: stop after this many updates (0 = no limit), for short runs and tests.
-    ``checkpoint_every``: also write ``latest.pt`` every this many updates (0 = at evaluations,
-    epoch ends and Ctrl-C only).
     ``lr_decay``: epoch ``e`` (from 0) trains with ``lr * lr_decay ** e`` (1.0 = constant, the paper);
     it damps the late epochs of small, noisy tasks.
     ``ema``: decay of an exponential moving average of the weights, updated after every step;
@@ -125,16 +155,9 @@ class TrainConfig:
     batch_size: int = 32
     eval_batch_size: int = 128
     max_tokens: int = 0
-    epochs: int = 20
-    max_steps: int = 0
-    patience: int = 5
-    clip: float = 5.0
-    seed: int = 1
-    evals_per_epoch: int = 1
-    checkpoint_every: int = 0
-    num_threads: int = 0
 
     def validate(self) -> None:
+        super().validate()
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0.0 < self.lr_decay <= 1.0:
@@ -143,8 +166,8 @@ class TrainConfig:
             raise ConfigError(f"train.ema must be in [0, 1), got {self.ema}")
         if self.adversarial < 0:
             raise ConfigError(f"train.adversarial must be >= 0, got {self.adversarial}")
-        if self.batch_size < 1 or self.epochs < 1:
-            raise ConfigError("train.batch_size and train.epochs must be >= 1")
+        if self.batch_size < 1:
+            raise ConfigError("train.batch_size must be >= 1")
 
 
 @dataclass

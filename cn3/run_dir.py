@@ -19,9 +19,9 @@ from pathlib import Path
 import yaml
 from rich.text import Text
 
-from cn3.atomic import atomic_write_text
 from cn3.config import ConfigError
-from cn3.console import console
+from data_prep.atomic import atomic_write_text
+from data_prep.console import console
 
 
 class RunDir:

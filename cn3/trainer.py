@@ -1,16 +1,12 @@
-"""Training, evaluation and prediction over prepared sentence graphs.
+"""Sentence tasks on the shared training loop: the task adapter, evaluation and prediction.
 
-Exact resume: the batch order of epoch ``e`` is a pure function of ``(seed, e)`` and every
-checkpoint stores the model, optimiser, all RNG states, the epoch and the number of batches done
-in it, so ``--resume`` after an interruption replays nothing and skips nothing: the final metrics
-equal those of an uninterrupted run with the same seed.
+:func:`train` builds a :class:`SentenceTask` (model, batches, loss, dev scoring, learning rate,
+checkpoint contents, final report) and hands it to :func:`cn3.loop.run_loop`, the loop that
+``cn3 nmt train`` runs too; exact resume, checkpoints and early stopping live there.
 """
 
 from __future__ import annotations
 
-import math
-import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,21 +14,22 @@ import torch
 
 import cn3
 from cn3.adversarial import EmbeddingAdversary
-from cn3.atomic import atomic_torch_save, atomic_write_json
 from cn3.averaging import ema_state, make_ema
-from cn3.batching import bucketed_batches, item_lengths, make_batch
+from cn3.batching import item_lengths, make_batch
+from cn3.bucketing import bucketed_batches
+from cn3.compat import check_sentence_run
 from cn3.config import ConfigError, from_dict
-from cn3.console import console, progress
+from cn3.loop import RESUMABLE_CHANGES, make_optimizer, new_state, restore, run_loop
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import open_run, restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
+from cn3.runtime import open_run, seed_everything
+from data_prep.atomic import atomic_write_json
+from data_prep.console import console
 
-#: Settings a resumed run may change (how long to go on, and how many CPU threads or how often to
-#: checkpoint, which do not change what is computed); anything else must match the run.
-RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
-                     ("train", "num_threads"), ("train", "checkpoint_every")}
+#: the ``kind`` of a sentence-task checkpoint (translation runs have their own)
+CHECKPOINT_KIND = "cn3-sentence"
 
 
 def ensure_prepared(cfg: RunConfig) -> Path:
@@ -55,16 +52,6 @@ def ensure_prepared(cfg: RunConfig) -> Path:
     return result.out
 
 
-def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
-    t = cfg.train
-    params = [p for p in model.parameters() if p.requires_grad]
-    if t.optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=t.lr, rho=0.95, eps=1e-6, weight_decay=t.weight_decay)
-    if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.SGD(params, lr=t.lr, weight_decay=t.weight_decay)
-
-
 @dataclass
 class LoadedModel:
     model: SentenceGraphModel
@@ -81,6 +68,7 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
     run.require()
     path = run.best if which == "best" and run.best.is_file() else run.latest
     ckpt = torch.load(path, map_location=device, weights_only=False)
+    check_sentence_run(ckpt["config"], ckpt.get("cn3_version"), str(path))
     config = from_dict(RunConfig, ckpt["config"])
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
@@ -128,6 +116,65 @@ def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: 
     return score(level, tag_scheme, gold, pred)
 
 
+class SentenceTask:
+    """The sentence side of the training loop (see :class:`cn3.loop.TaskAdapter`)."""
+
+    unit = "items"
+
+    def __init__(self, cfg: RunConfig, ds, device: torch.device, vocab_dict: dict):
+        t = cfg.train
+        self.cfg, self.ds, self.device, self.vocab_dict = cfg, ds, device, vocab_dict
+        seed_everything(t.seed)
+        self.args = model_args_from_dataset(ds)
+        self.model = SentenceGraphModel(cfg.model, self.args, ds.embeddings).to(device)
+        self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay)
+        self.ema = make_ema(self.model, t.ema)
+        self.evaluated = self.ema.module if self.ema is not None else self.model
+        # after make_ema: the average's copy of the model must not carry the adversary's hook
+        self.adversary = (EmbeddingAdversary(self.model.nodes.word, t.adversarial) if t.adversarial else None)
+        self.train_set, self.dev_set = ds.splits["train"], ds.splits["dev"]
+        self.lengths = item_lengths(self.train_set)
+
+    def batches(self, epoch: int) -> list:
+        t = self.cfg.train
+        return bucketed_batches(self.lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
+                                max_tokens=t.max_tokens or None)
+
+    def train_step(self, indices) -> tuple[float, int]:
+        batch = make_batch(self.train_set, indices).to(self.device)
+        if self.adversary is None:
+            out = self.model(batch)
+            out.loss.backward()
+        else:
+            out = self.adversary.backward(lambda: self.model(batch))
+        return out.loss.item() * len(batch), len(batch)
+
+    def lr(self, step: int, epoch: int) -> float:
+        t = self.cfg.train
+        return t.lr * t.lr_decay ** epoch  # a function of the epoch alone, so resume needs no state
+
+    def after_update(self) -> None:
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
+
+    def evaluate(self, bar) -> tuple[float, dict, str]:
+        dev = evaluate_dataset(self.evaluated, self.dev_set, self.ds.vocabs["labels"].itos, self.args.level,
+                               self.ds.manifest.get("tag_scheme"), self.device, self.cfg.train.eval_batch_size)
+        return dev["score"], {"dev": dev["score"], "metric": dev["metric"]}, f"dev {dev['metric']} {dev['score']:.2f}"
+
+    def checkpoint_extra(self, full: bool) -> dict:
+        # "model" (written by the loop) is what evaluation uses, the average under train.ema; the raw
+        # weights that training goes on from are kept beside it only when they differ.
+        m = self.ds.manifest
+        return {"kind": CHECKPOINT_KIND, **(ema_state(self.ema, self.model) if full else {}),
+                "vocab": self.vocab_dict,
+                "manifest": {k: m[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
+                                               "fingerprint", "n_edge_types", "settings")}}
+
+    def restore(self, path: Path, device: torch.device) -> dict:
+        return restore(path, self, device, self.ema)
+
+
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``).
@@ -142,123 +189,21 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     ds = load_prepared(prepared)
     if cfg.data.limit:
         ds.splits = {name: split.spread(cfg.data.limit) for name, split in ds.splits.items()}
+    if "train" not in ds.splits or "dev" not in ds.splits:
+        raise ConfigError(f"{prepared} needs train and dev splits to train")
     run.create(config_dict, resume)
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
     atomic_write_json(run.vocab, vocab_dict)
-    if "train" not in ds.splits or "dev" not in ds.splits:
-        raise ConfigError(f"{prepared} needs train and dev splits to train")
-
-    seed_everything(cfg.train.seed)
-    args = model_args_from_dataset(ds)
-    model = SentenceGraphModel(cfg.model, args, ds.embeddings).to(device)
-    optimizer = make_optimizer(model, cfg)
-    ema = make_ema(model, cfg.train.ema)
-    evaluated = ema.module if ema is not None else model  # the weights scored on dev and kept in best.pt
-    # after make_ema: the average's copy of the model must not carry the adversary's hook
-    adversary = EmbeddingAdversary(model.nodes.word, cfg.train.adversarial) if cfg.train.adversarial else None
-    labels = ds.vocabs["labels"].itos
-    tag_scheme = ds.manifest.get("tag_scheme")
-    state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
-             "bad_evals": 0, "seconds": 0.0}
+    task = SentenceTask(cfg, ds, device, vocab_dict)
     if resume:
-        state = restore_checkpoint(run.latest, model, optimizer, device, ema)
+        state = task.restore(run.latest, device)
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev {state['best_score']:.2f})")
     else:
+        state = new_state()
         run.log(f"cn3 {cn3.__version__}: training {cfg.model.encoder} on {ds.manifest['task']} "
-                f"({model.n_parameters():,} parameters, device {device}) into {run.path}")
-
-    def checkpoint(path: Path) -> None:
-        # "model" is always what evaluation uses (the average under train.ema); the raw weights that
-        # training goes on from are kept beside it only when they differ.
-        atomic_torch_save(path, {
-            "cn3_version": cn3.__version__, "config": config_dict, "model_args": args.__dict__,
-            "model": evaluated.state_dict(), **ema_state(ema, model),
-            "optimizer": optimizer.state_dict(), "scheduler": None,
-            "rng": rng_state(), "state": dict(state), "vocab": vocab_dict,
-            "manifest": {k: ds.manifest[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
-                                                      "fingerprint", "n_edge_types", "settings")},
-        })
-
-    train_set, dev_set = ds.splits["train"], ds.splits["dev"]
-    lengths = item_lengths(train_set)
-    t = cfg.train
-    start_time = time.perf_counter() - state["seconds"]
-    stopped = False
-    previous_sigterm = sigterm_as_interrupt()
-    try:
-        with progress(transient=False) as bar:
-            while state["epoch"] < t.epochs and not stopped:
-                epoch = state["epoch"]
-                batches = bucketed_batches(lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
-                                           max_tokens=t.max_tokens or None)
-                eval_points = {round(len(batches) * (k + 1) / t.evals_per_epoch) for k in range(t.evals_per_epoch)}
-                for group in optimizer.param_groups:  # a function of the epoch alone, so resume needs no state
-                    group["lr"] = t.lr * t.lr_decay ** epoch
-                task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
-                                    completed=state["batch_in_epoch"], rate="")
-                model.train()
-                seen, loss_sum, tick = 0, 0.0, time.perf_counter()
-                for b in range(state["batch_in_epoch"], len(batches)):
-                    batch = make_batch(train_set, batches[b]).to(device)
-                    optimizer.zero_grad(set_to_none=True)
-                    if adversary is None:
-                        out = model(batch)
-                        out.loss.backward()
-                    else:
-                        out = adversary.backward(lambda: model(batch))
-                    if t.clip:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-                    optimizer.step()
-                    if ema is not None:
-                        ema.update_parameters(model)
-                    state["step"] += 1
-                    state["batch_in_epoch"] = b + 1
-                    seen += len(batch)
-                    loss_sum += out.loss.item() * len(batch)
-                    rate = seen / max(time.perf_counter() - tick, 1e-9)
-                    bar.update(task, completed=b + 1, rate=f"loss {loss_sum / seen:.3f} {rate:,.0f} items/s")
-                    if b + 1 in eval_points:
-                        dev = evaluate_dataset(evaluated, dev_set, labels, args.level, tag_scheme, device,
-                                               t.eval_batch_size)
-                        model.train()
-                        state["seconds"] = time.perf_counter() - start_time
-                        record = {"epoch": epoch + 1, "batch": b + 1, "step": state["step"],
-                                  "train_loss": loss_sum / seen, "dev": dev["score"], "metric": dev["metric"],
-                                  "seconds": round(state["seconds"], 1)}
-                        improved = dev["score"] > state["best_score"]
-                        if improved:
-                            state.update(best_score=dev["score"], best_step=state["step"], bad_evals=0)
-                            checkpoint(run.best)
-                        else:
-                            state["bad_evals"] += 1
-                        run.append_metrics(record)
-                        run.log(f"epoch {epoch + 1} step {state['step']}: train loss {loss_sum / seen:.4f}, "
-                                f"dev {dev['metric']} {dev['score']:.2f}" + (" [green](best)[/]" if improved else ""))
-                        if state["bad_evals"] >= t.patience:
-                            run.log(f"early stop: no better dev score in {t.patience} evaluations")
-                            stopped = True
-                    if t.max_steps and state["step"] >= t.max_steps:
-                        stopped = True
-                    if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
-                        state["seconds"] = time.perf_counter() - start_time
-                        checkpoint(run.latest)
-                    if stopped:
-                        break
-                bar.remove_task(task)
-                if not stopped:
-                    state["epoch"] += 1
-                    state["batch_in_epoch"] = 0
-                    state["seconds"] = time.perf_counter() - start_time
-                    checkpoint(run.latest)
-    except KeyboardInterrupt:
-        state["seconds"] = time.perf_counter() - start_time
-        checkpoint(run.latest)
-        run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
-        raise
-    finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+                f"({task.model.n_parameters():,} parameters, device {device}) into {run.path}")
+    state = run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state)
     return finish(run, ds, device, cfg, state, command)
 
 
@@ -266,9 +211,6 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | 
     """Score the best checkpoint on dev and test; write ``results.json``; print the final table."""
     from rich.table import Table
 
-    if not run.best.is_file():
-        raise ConfigError("training ended before the first evaluation: no best checkpoint "
-                          "(raise train.max_steps or lower train.evals_per_epoch)")
     loaded = load_model(run, device)
     labels = ds.vocabs["labels"].itos
     results = {"task": ds.manifest["task"], "encoder": cfg.model.encoder, "seed": cfg.train.seed,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from cn3.console import console
+from data_prep.console import console
 
 if os.name == "nt":
     import msvcrt

@@ -24,10 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import cn3
-from cn3.atomic import atomic_write_json
-from cn3.console import console, progress
 from data_prep.annotators import default_annotator_name, make_annotator
+from data_prep.atomic import atomic_write_json
+from data_prep.console import console, progress
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.locking import exclusive
@@ -35,6 +34,7 @@ from data_prep.paths import data_root, default_prepared_dir
 from data_prep.store import encode_split, write_sidecar
 from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
 from data_prep.tasks import custom_spec, get_task
+from data_prep.version import __version__ as cn3_version
 from data_prep.vocab import Vocab
 
 FORMAT_VERSION = 1
@@ -222,7 +222,7 @@ def _statistics(spec, splits, train_lower: Vocab, vectors) -> dict:
 def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash,
                  vectors_vocab: bool) -> str:
     payload = {
-        "format": FORMAT_VERSION, "cn3": cn3.__version__, "task": spec.name,
+        "format": FORMAT_VERSION, "cn3": cn3_version, "task": spec.name,
         "options": settings.options.as_dict(), "sources": sources, "annotator": annotator_name,
         "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
         "char_len": settings.char_len, "embeddings": emb_hash,
@@ -356,7 +356,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
                                    "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
             manifest = {
                 "format": FORMAT_VERSION,
-                "cn3_version": cn3.__version__,
+                "cn3_version": cn3_version,
                 "task": spec.name,
                 "level": spec.level,
                 "description": spec.description,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job, end to end on the shared data with the default configuration (a few minutes on 2 CPU cores):
-# prepare TREC (spaCy parses, GloVe) and print its summary, train CN3 with configs/trec.yaml,
+# prepare TREC (spaCy parses, GloVe) and print its summary, train CN3 with cn3/configs/trec.yaml,
 # score the test split, label a question, and show the sentence graph the model learned.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -16,13 +16,40 @@ def _data_root() -> Path:
     return Path(env) if env else (REPO.parent / "shared" / "data").resolve()
 
 
+def missing_staged_data(path: Path) -> None:
+    """Skip the calling test because ``path`` is not staged, or fail it when ``$CI`` is set.
+
+    CI runs with the data staged beside the clone, so there a missing file is a broken setup:
+    skipping would report every real-data test as passed without running it.
+    """
+    message = f"staged data not found at {path} (set CN3_DATA)"
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"{message}; CI is set, so tests that need it fail instead of skipping", pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
-    """``$CN3_DATA``, else ``<repo>/../shared/data``; tests needing it are skipped when it is absent."""
+    """``$CN3_DATA``, else ``<repo>/../shared/data``; when it is absent, tests needing it are skipped
+    (failed under ``$CI``)."""
     root = _data_root()
     if not root.is_dir():
-        pytest.skip(f"staged data not found at {root} (set CN3_DATA)")
+        missing_staged_data(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def staged(data_root):
+    """``staged(relative)``: ``data_root / relative``; a test asking for a file that is not staged is
+    skipped (failed under ``$CI``)."""
+
+    def require(relative: str) -> Path:
+        path = data_root / relative
+        if not path.exists():
+            missing_staged_data(path)
+        return path
+
+    return require
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,12 @@ from collections import Counter
 import pytest
 import torch
 
-from cn3.batching import bucketed_batches, collate, make_batch
+from cn3.batching import make_batch
+from cn3.bucketing import bucketed_batches
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
 from data_prep.vocab import Vocab
+from tests.references import collate
 
 
 def small_dataset(level="graph"):

@@ -73,7 +73,7 @@ def test_evaluate_file_with_unknown_label(trained, tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("model.hiden=3", "did you mean 'model.hidden'"),
     ("trian.lr=1", "unknown key 'trian'"),
-    ("model.encoder=rnn", "is not one of"),
+    ("model.encoder=rnnn", "unknown encoder 'rnnn'; did you mean 'rnn'"),
 ])
 def test_bad_config_values(override, message, tmp_path):
     result = invoke("train", "--task", "trec", "--run-dir", tmp_path / "r", "--set", override)

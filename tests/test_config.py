@@ -4,13 +4,15 @@ from pathlib import Path
 
 import pytest
 
+import cn3.resolve
 from cn3.config import ConfigError, apply_overrides, parse_override
 from cn3.resolve import CONFIG_DIR, resolve_config
+from data_prep.tasks import TASKS
 
 
 def test_defaults_and_task_config():
     cfg = resolve_config("trec", None, {}, [])
-    assert cfg.data.task == "trec" and cfg.model.char == "cnn"  # from configs/trec.yaml
+    assert cfg.data.task == "trec" and cfg.model.char == "cnn"  # from cn3/configs/trec.yaml
     assert cfg.train.optimizer == "adadelta"
 
 
@@ -25,7 +27,7 @@ def test_overrides_are_typed():
     ("model.hiden=3", "did you mean 'model.hidden'"),
     ("modle.hidden=3", "unknown key 'modle'"),
     ("model.hidden=big", "model.hidden: expected int"),
-    ("model.encoder=rnn", "model.encoder: 'rnn' is not one of"),
+    ("model.encoder=rnnn", "unknown encoder 'rnnn'; did you mean 'rnn'?"),
     ("train.lr=-1", "train.lr must be positive"),
     ("model.dropout=1.5", "model.dropout must be in [0, 1)"),
     ("noequals", "expected key=value"),
@@ -47,6 +49,20 @@ def test_bad_yaml_names_file_and_line(tmp_path):
 def test_every_shipped_task_config_is_valid(path: Path):
     cfg = resolve_config(None, path, {}, [])
     assert cfg.data.task == path.stem
+
+
+def test_every_registered_task_has_a_tuned_config():
+    assert {path.stem for path in CONFIG_DIR.glob("*.yaml")} == set(TASKS)
+
+
+def test_a_missing_tuned_config_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(cn3.resolve, "CONFIG_DIR", tmp_path)  # as in an installation without package data
+    with pytest.raises(ConfigError, match=r"tuned config of task 'trec' is missing: .*trec.yaml"):
+        resolve_config("trec", None, {}, [])
+    given = tmp_path / "given.yaml"
+    given.write_text("model:\n  hidden: 7\n")
+    assert resolve_config("trec", given, {}, []).model.hidden == 7  # --config needs no tuned file
+    assert resolve_config("custom", None, {}, []).data.task == "custom"  # no tuned config to miss
 
 
 def test_parse_override_yaml_values():

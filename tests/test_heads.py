@@ -35,7 +35,8 @@ def test_crf_matches_brute_force(seed):
     h = torch.randn(3, 4, 5, dtype=torch.double)
     tags = torch.randint(0, 3, (3, 4)) * mask
     ll = head.log_likelihood(h, mask, tags)
-    _, pred = head(h, mask)
+    assert head.loss(h, mask, tags).item() == pytest.approx(-ll.mean().item(), abs=1e-9)
+    pred = head.decode(h, mask)
     for b in range(3):
         expected, scores = brute_force_log_likelihood(head, h[b], int(lengths[b]), tags[b])
         assert ll[b].item() == pytest.approx(expected.item(), abs=1e-9)
@@ -49,10 +50,10 @@ def test_crf_mask_must_be_bool_and_start_on():
     head = CRFHead(4, 3)
     h = torch.randn(2, 3, 4)
     with pytest.raises(TypeError):
-        head(h, torch.ones(2, 3, dtype=torch.uint8))
+        head.decode(h, torch.ones(2, 3, dtype=torch.uint8))
     bad = torch.tensor([[True, True, False], [False, True, True]])
     with pytest.raises(ValueError, match="first step"):
-        head(h, bad)
+        head.loss(h, bad, torch.zeros(2, 3, dtype=torch.long))
 
 
 def test_mean_pool_ignores_padding():
@@ -64,10 +65,9 @@ def test_max_pool_ignores_padding_and_is_padding_invariant():
     h = torch.tensor([[[1.0, -5.0], [3.0, -4.0], [100.0, 100.0]]])
     mask = torch.tensor([[True, True, False]])
     assert max_pool(h, mask).tolist() == [[3.0, -4.0]]
-    head = PooledClassifier(2, 3, 4, pool="max").eval()
     padded = torch.cat([h, torch.full((1, 2, 2), 7.0)], 1)
     longer_mask = torch.cat([mask, torch.zeros(1, 2, dtype=torch.bool)], 1)
-    assert torch.equal(head(h, mask)[2], head(padded, longer_mask)[2])
+    assert torch.equal(max_pool(h, mask), max_pool(padded, longer_mask))
 
 
 def test_max_pool_of_a_row_without_nodes_is_zero_like_mean_pool():
@@ -83,13 +83,20 @@ def test_pooled_and_pair_classifiers_shapes_and_loss():
     h = torch.randn(4, 6, 8)
     mask = torch.ones(4, 6, dtype=torch.bool)
     y = torch.tensor([0, 1, 2, 1])
-    loss, pred, logits = PooledClassifier(8, 3, 16)(h, mask, y)
-    assert pred.shape == (4,) and logits.shape == (4, 3) and loss.item() > 0
-    pair = PairClassifier(8, 3, 16)
-    loss, pred, logits = pair.forward_pair(h, mask, h.flip(0), mask, y)
-    assert logits.shape == (4, 3) and torch.isfinite(loss)
-    # [u, v, |u-v|, u*v]: swapping the sides changes u-v's sign only, so identical sides give
-    # the same features either way
-    _, _, same = pair.forward_pair(h, mask, h, mask)
-    assert torch.allclose(same, pair.logits(torch.cat([mean_pool(h, mask)] * 2 + [torch.zeros(4, 8),
-                                                        mean_pool(h, mask) ** 2], -1)))
+    u = mean_pool(h, mask)
+    logits = PooledClassifier(8, 3, 16).eval().logits(u)
+    assert logits.shape == (4, 3)
+    pair = PairClassifier(8, 3, 16).eval()
+    v = mean_pool(h.flip(0), mask)
+    # [u, v, |u-v|, u*v] through the MLP, written out
+    torch.testing.assert_close(pair.pair_logits(u, v), pair.mlp(torch.cat([u, v, (u - v).abs(), u * v], -1)))
+    # swapping the sides changes only the order of u and v in the features
+    assert not torch.allclose(pair.pair_logits(u, v), pair.pair_logits(v, u))
+
+
+def test_heads_take_the_paper_init_only_when_asked():
+    head = PooledClassifier(8, 3, 16)
+    head.reset_parameters(0.05)
+    assert all(p.abs().max() <= 0.05 for p in head.parameters())
+    head.reset_parameters()  # torch's standard: biases within 1/sqrt(fan_in), weights beyond 0.05
+    assert head.mlp[1].weight.abs().max() > 0.05

@@ -3,13 +3,16 @@
 import pytest
 import torch
 
-from cn3.batching import collate, make_batch
+from cn3.batching import make_batch
 from cn3.config import ConfigError
 from cn3.models.model import ModelArgs, SentenceGraphModel
 from cn3.run_config import ModelConfig
+from tests.references import collate
 from tests.test_batching import small_dataset
 
-ENCODERS = ["cn3", "bilstm", "nbow", "cnn", "transformer", "gcn"]
+from cn3.encoders import ENCODERS as REGISTRY
+
+ENCODERS = sorted(REGISTRY)
 
 
 def make(level, encoder, **overrides):
@@ -90,7 +93,49 @@ def test_word_dropout_turns_words_into_unk_in_training_only():
         ModelConfig(word_dropout=1.0).validate()
 
 
-@pytest.mark.parametrize("cfg", [ModelConfig(encoder="cn3", edge_attrs=True), ModelConfig(encoder="gcn")])
-def test_gcn_and_edge_attrs_need_trees(cfg):
+@pytest.mark.parametrize("cfg", [ModelConfig(encoder="cn3", edge_attrs=True), ModelConfig(encoder="pdgraph"),
+                                 ModelConfig(encoder="treelstm")])
+def test_tree_encoders_and_edge_attrs_need_trees(cfg):
     with pytest.raises(ConfigError, match="trees"):
         SentenceGraphModel(cfg, ModelArgs("graph", 2, 20, 15, 0, 11, 0))
+
+
+def test_unknown_encoder_fails_at_config_time_with_a_suggestion():
+    with pytest.raises(ConfigError, match="did you mean 'lstm'"):
+        ModelConfig(encoder="lstn").validate()
+
+
+def test_each_encoder_keeps_its_own_initialisation():
+    """CN3 (and its head) take the paper's U(-0.1, 0.1); the Transformer keeps LayerNorm gains at 1
+    and its head torch's standard init (a bound of 1/sqrt(fan_in), not 0.1)."""
+    cn3 = make("graph", "cn3")
+    assert all(p.abs().max() <= 0.1 + 1e-12 for p in cn3.head.parameters())
+    san = make("graph", "transformer")
+    norms = [m for m in san.encoder.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert norms and all(torch.equal(m.weight, torch.ones_like(m.weight)) for m in norms)
+    first = san.head.mlp[1]  # Linear(d, mlp_hidden): d = 16 -> bound 0.25
+    assert first.weight.abs().max() > 0.1
+    assert first.weight.abs().max() <= first.weight.shape[1] ** -0.5 + 1e-12
+
+
+def test_dropout_is_applied_once_before_the_classifier():
+    """The node states reach the head undropped; the head drops the sentence vector once."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(encoder="nbow", word_dim=8, hidden=8, mlp_hidden=8, dropout=0.5)
+    model = SentenceGraphModel(cfg, ModelArgs("graph", 2, 20, 15, 0, 11, 0)).double().train()
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.p > 0]
+    # the node encoder's dropout on x, and the MLP's two (input, hidden); none between encoder and head
+    assert len(drops) == 3
+    assert not any(isinstance(m, torch.nn.Dropout) for m in model._modules.values())
+
+
+def test_crf_training_step_does_not_decode(monkeypatch):
+    ds = small_dataset("node")
+    model = make("node", "lstm").train()
+    calls = []
+    monkeypatch.setattr(model.head.crf, "decode", lambda *a, **k: calls.append(1) or [[0]])
+    out = model(as_double(make_batch(ds, [0])))
+    assert out.loss is not None and out.pred is None and not calls
+    model.eval()
+    monkeypatch.undo()
+    assert model(as_double(make_batch(ds, [0]))).pred is not None

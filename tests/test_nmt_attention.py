@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cn3.attention import band_mask, masked_softmax, padding_mask
-from cn3.nmt.hybrid_attention import HybridSelfAttention, local_from_global
-from cn3.nmt.layers import MultiHeadAttention
+from cn3.layers.hybrid_attention import HybridSelfAttention, local_from_global
+from cn3.layers.transformer import MultiHeadAttention
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,9 +7,9 @@ import gzip
 import pytest
 
 from cn3.config import ConfigError
+from cn3.bucketing import bucketed_batches
 from cn3.nmt.config import NMTDataConfig, resolve_nmt_config
-from cn3.nmt.data import (EOS, Tokenizer, canonical_split, encode_pairs, load_split, make_batch, read_parallel,
-                          token_batches)
+from cn3.nmt.data import EOS, Tokenizer, canonical_split, encode_pairs, load_split, make_batch, read_parallel
 from data_prep.errors import DataError
 
 
@@ -63,24 +63,29 @@ def test_held_out_dev_split_is_disjoint_and_seeded(tmp_path):
     assert load_split(d, "val", 1) == val and load_split(d, "val", 2) != val
 
 
-def test_multi30k_splits_are_found(data_root):
-    if not (data_root / "multi30k" / "raw").is_dir():
-        pytest.skip("multi30k not staged")
+def test_multi30k_splits_are_found(data_root, staged):
+    staged("multi30k/raw")
     pairs = load_split(NMTDataConfig(), "test2016", 1, data_root=data_root)
     assert len(pairs) == 1000 and all(s and t for s, t in pairs)
 
 
 def test_token_batches_cover_everything_within_budget():
+    """Translation batches by tokens alone (no row cap, one pool): the shared bucketing."""
     src = [3, 10, 4, 25, 7, 7, 2, 30] * 5
     tgt = [4, 9, 5, 20, 8, 6, 1, 31] * 5
-    batches = token_batches(src, tgt, max_tokens=64, seed=3, epoch=0)
+    lengths = [max(s, t + 1) for s, t in zip(src, tgt)]
+
+    def batches_of(seed=None):
+        return bucketed_batches(lengths, 0, shuffle=seed is not None, seed=seed or 0, max_tokens=64, pool=0)
+
+    batches = batches_of(3 * 100_003)
     assert sorted(i for b in batches for i in b) == list(range(len(src)))
     for b in batches:
-        longest = max(max(src[i], tgt[i] + 1) for i in b)
-        assert len(b) == 1 or len(b) * longest <= 64
-    assert batches == token_batches(src, tgt, 64, seed=3, epoch=0)  # pure function of (seed, epoch)
-    assert batches != token_batches(src, tgt, 64, seed=3, epoch=1)
-    assert token_batches(src, tgt, 64) == token_batches(src, tgt, 64)  # evaluation order: sorted
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 64
+    assert batches == batches_of(3 * 100_003)  # pure function of (seed, epoch)
+    assert batches != batches_of(3 * 100_003 + 1)
+    order = [i for b in batches_of() for i in b]  # evaluation order: sorted by length
+    assert [lengths[i] for i in order] == sorted(lengths)
 
 
 def test_sentencepiece_round_trip_and_batches(tmp_path):
@@ -107,5 +112,5 @@ def test_bad_config_keys_are_named():
         resolve_nmt_config(None, {}, ["model.hybrid.window=-1"])
     with pytest.raises(ConfigError, match="data.joint_vocab"):
         resolve_nmt_config(None, {}, ["data.joint_vocab=false"])
-    with pytest.raises(ConfigError, match="model.encoder: 'rnn' is not one of"):
-        resolve_nmt_config(None, {"model.encoder": "rnn"}, [])
+    with pytest.raises(ConfigError, match="unknown encoder 'rnnn'; did you mean 'rnn'"):
+        resolve_nmt_config(None, {"model.encoder": "rnnn"}, [])

@@ -8,7 +8,8 @@ import torch
 from cn3.config import ConfigError, from_dict
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import EOS, PAD
-from cn3.nmt.encoders import ENCODERS, has_gates
+from cn3.encoders import ENCODERS
+from cn3.nmt.analysis import has_gates
 from cn3.nmt.search import beam_search, greedy_search, translate_ids
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 
@@ -20,11 +21,13 @@ TINY = {"d_model": 16, "heads": 2, "ff": 32, "encoder_layers": 3, "decoder_layer
         "rnn": {"layers": 1, "chunk_size": 4}, "hybrid": {"layers": 2, "window": 1}}
 
 VARIANTS = [
-    ("transformer", {}), ("hybrid", {}), ("local", {}), ("onlstm", {}), ("lstm", {}),
+    ("transformer", {}), ("hybrid", {}), ("local", {}), ("onlstm_san", {}), ("lstm_san", {}),
+    ("onlstm", {}), ("lstm", {}), ("rnn", {}), ("nbow", {}), ("cnn", {}), ("selfatt1", {}), ("selfatt2", {}),
+    ("cn3", {}),
     ("hybrid", {"hybrid": {"layers": 3, "window": 2, "combine": "concat"}}),
-    ("hybrid", {"norm": "post", "hybrid": {"layers": 1, "window": 0, "gate_per_head": False}}),
-    ("onlstm", {"rnn": {"layers": 2, "chunk_size": 2, "order": "san_first", "bidirectional": True}}),
-    ("lstm", {"rnn": {"layers": 1, "bidirectional": True, "shortcut": False}}),
+    ("hybrid", {"norm": "post", "hybrid": {"layers": 1, "window": 0, "gate_per_head": True}}),
+    ("onlstm_san", {"rnn": {"layers": 2, "chunk_size": 2, "order": "san_first", "bidirectional": True}}),
+    ("lstm_san", {"rnn": {"layers": 1, "bidirectional": True, "shortcut": False}}),
 ]
 
 
@@ -50,12 +53,16 @@ def sources(lengths, seed=0):
     return out
 
 
-def test_registry_names_the_five_encoders():
-    assert set(ENCODERS) == {"transformer", "hybrid", "local", "onlstm", "lstm"}
+def test_every_encoder_but_the_tree_ones_serves_translation():
+    serving = {name for name, spec in ENCODERS.items() if "translation" in spec.levels}
+    assert serving == set(ENCODERS) - {"treelstm", "pdgraph"}
+    assert {name for name, _ in VARIANTS} == serving  # and each is tested below
     assert has_gates(config("hybrid")) and not has_gates(config("local"))
     assert not has_gates(config("hybrid", {"hybrid": {"combine": "concat"}}))
     with pytest.raises(ConfigError, match="model.rnn.layers"):
-        config("onlstm", {"rnn": {"layers": 3}})
+        config("onlstm_san", {"rnn": {"layers": 3}})
+    with pytest.raises(ConfigError, match="does not serve translation"):
+        config("treelstm")
 
 
 @pytest.mark.parametrize("encoder,extra", VARIANTS, ids=[f"{e}-{i}" for i, (e, _) in enumerate(VARIANTS)])
@@ -63,9 +70,8 @@ def test_encoders_are_padding_invariant(encoder, extra):
     m = model(encoder, extra)
     lengths = [7, 3, 5, 1]
     src = sources(lengths)
-    memory, mask, infos = m.encode(src)
-    assert memory.shape == (4, 7, 16) and len(infos) == len(m.encoder.san.layers if hasattr(m.encoder, "san")
-                                                            else m.encoder.layers)
+    memory, mask, info = m.encode(src)
+    assert memory.shape == (4, 7, 16)
     for row, n in enumerate(lengths):
         alone, _, _ = m.encode(src[row : row + 1, :n])
         torch.testing.assert_close(memory[row, :n], alone[0], atol=1e-5, rtol=1e-4)
@@ -73,12 +79,12 @@ def test_encoders_are_padding_invariant(encoder, extra):
 
 def test_hybrid_layers_report_gates_bottom_first():
     m = model("hybrid")
-    _, _, infos = m.encode(sources([5, 2]))
-    assert [i is not None for i in infos] == [True, True, False]
-    assert infos[0]["gate"].shape == (2, 2, 5)
+    _, _, info = m.encode(sources([5, 2]))
+    assert [g is not None for g in info["gates"]] == [True, True, False]
+    assert info["gates"][0].shape == (2, 1, 5)  # the paper's one gate per token
 
 
-@pytest.mark.parametrize("encoder", ["transformer", "onlstm"])
+@pytest.mark.parametrize("encoder", ["transformer", "onlstm_san", "cn3"])
 @pytest.mark.parametrize("tie", ["all", "decoder", "none"])
 def test_incremental_decoding_equals_teacher_forcing(encoder, tie):
     m = model(encoder, tie=tie, seed=1)
@@ -113,7 +119,7 @@ def test_loss_ignores_padding_and_smooths():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("encoder", ["transformer", "hybrid", "onlstm"])
+@pytest.mark.parametrize("encoder", ["transformer", "hybrid", "onlstm_san"])
 def test_beam_one_equals_greedy(encoder, seed):
     m = model(encoder, seed=seed)
     src = sources([6, 3, 8, 1, 5], seed=seed)

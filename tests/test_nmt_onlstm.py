@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cn3.attention import padding_mask
-from cn3.nmt.onlstm import ONLSTM, RecurrentStack, cumax, reverse_padded
+from cn3.layers.onlstm import ONLSTM, RecurrentStack, cumax, reverse_padded
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

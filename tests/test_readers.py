@@ -61,7 +61,9 @@ def test_sick(load_real):
     assert {k: len(v) for k, v in data.items()} == {"train": 4_439, "dev": 495, "test": 4_906}
     assert labels(data["train"]) == {"entailment": 1_274, "neutral": 2_524, "contradiction": 641}
     assert labels(data["dev"]) == {"entailment": 143, "neutral": 281, "contradiction": 71}
-    assert all(1.0 <= e.meta["relatedness"] <= 5.0 for e in data["test"])
+    relatedness = [e.meta["relatedness"] for e in data["test"]]
+    assert relatedness[:3] == [3.3, 3.7, 3.0] and (min(relatedness), max(relatedness)) == (1.0, 5.0)
+    assert sum(relatedness) / len(relatedness) == pytest.approx(3.5279, abs=1e-4)
     assert not any(t.endswith("\r") for e in data["train"] for s in e.sentences for t in s.tokens)
 
 
@@ -77,20 +79,19 @@ def test_trec(load_real, data_root):
 
 
 @pytest.mark.parametrize(
-    "task,expected",
+    "task,expected,sizes",
     [
-        ("mr", {"positive": 5_331, "negative": 5_331}),
-        ("subj", {"subjective": 5_000, "objective": 5_000}),
-        ("cr", {"positive": 2_405, "negative": 1_366}),
-        ("mpqa", {"positive": 3_311, "negative": 7_292}),
+        ("mr", {"positive": 5_331, "negative": 5_331}, [8_635, 960, 1_067]),
+        ("subj", {"subjective": 5_000, "objective": 5_000}, [8_100, 900, 1_000]),
+        ("cr", {"positive": 2_405, "negative": 1_366}, [3_054, 339, 378]),
+        ("mpqa", {"positive": 3_311, "negative": 7_292}, [8_588, 954, 1_061]),
     ],
 )
-def test_cv_datasets(load_real, task, expected):
+def test_cv_datasets(load_real, task, expected, sizes):
     data = load_real(task)
     every = data["train"] + data["dev"] + data["test"]
     assert labels(every) == expected
-    total = sum(expected.values())
-    assert len(data["test"]) in (total // 10, total // 10 + 1)
+    assert [len(data[s]) for s in ("train", "dev", "test")] == sizes  # fold 0 of 10; dev held out of train
 
 
 def test_mr_byte_0x85_is_an_ellipsis_inside_the_line(load_real):

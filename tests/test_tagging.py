@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,12 +126,28 @@ def test_any_iob_sequence_is_iob1_and_chain_preserves_spans(tags):
     assert spans(convert(iob2, "IOB2", "IOB1"), "IOB1") == expected
 
 
+#: BIOES as a regular language, each tag followed by a space: (O | S-X | B-X (I-X)* E-X)*.
+BIOES_LANGUAGE = re.compile(r"(?:O |S-\w |B-(\w) (?:I-\1 )*E-\1 )*")
+
+
+def bioes_valid(tags: list[str]) -> bool:
+    return BIOES_LANGUAGE.fullmatch("".join(f"{tag} " for tag in tags)) is not None
+
+
+def first_bioes_error(tags: list[str]) -> int:
+    """The first position no valid sequence can have (the last one when only the end is missing)."""
+    def completable(prefix):
+        return bioes_valid(prefix) or any(bioes_valid([*prefix, f"E-{kind}"]) for kind in "AB")
+
+    return next((i for i in range(len(tags)) if not completable(tags[: i + 1])), len(tags) - 1)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["O", "B-A", "I-A", "E-A", "S-A", "B-B", "E-B"]), max_size=10))
 def test_random_bioes_either_valid_or_error_at_index(tags):
     try:
         found = spans(tags, "BIOES")
     except TagSchemeError as err:
-        assert 0 <= err.index < len(tags)
+        assert not bioes_valid(tags) and err.index == first_bioes_error(tags)
     else:
-        assert from_spans(found, len(tags), "BIOES") == tags
+        assert bioes_valid(tags) and from_spans(found, len(tags), "BIOES") == tags

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from data_prep.errors import DataError
@@ -14,6 +12,10 @@ NAMES = [
     "snli", "sick", "trec", "mr", "subj", "cr", "mpqa", "sst2", "sst5", "imdb",
     "conll2003", "conll2000", "ud_pos", "ptb_pos", "logic",
 ]  # fmt: skip
+PAIR_TASKS = {"snli", "sick", "logic"}
+TAGGING_TASKS = {"conll2003", "conll2000", "ud_pos", "ptb_pos"}
+#: Annotations the staged files carry: POS columns (CoNLL), POS and trees (the treebanks).
+GOLD = {"conll2003": {"pos"}, "conll2000": {"pos"}, "ud_pos": {"pos", "deps"}, "ptb_pos": {"pos", "deps"}}
 
 
 def test_registry_names():
@@ -24,8 +26,9 @@ def test_registry_names():
 @pytest.mark.parametrize("name", NAMES)
 def test_spec_fields(name, data_root):
     spec = TASKS[name]
-    assert spec.level in ("node", "graph", "pair") and spec.description and callable(spec.load)
-    assert spec.gold <= {"pos", "deps"}
+    level = "pair" if name in PAIR_TASKS else "node" if name in TAGGING_TASKS else "graph"
+    assert spec.level == level and spec.description and callable(spec.load)
+    assert spec.gold == GOLD.get(name, set())
     assert spec.files and all((data_root / f).is_file() for f in spec.files), spec.files
     assert spec.cv == (name in {"mr", "subj", "cr", "mpqa"})
     assert (spec.tag_scheme == "BIOES") == (name in {"conll2003", "conll2000"})
@@ -81,7 +84,9 @@ def test_options_adjust_spec():
 
 def test_trec_fine_load(data_root):
     data = load_task("trec", data_root, TaskOptions(fine=True))
-    assert all(":" in e.label for e in data["test"])
+    fine = {e.label for e in data["test"]}
+    assert len(fine) == 42 and data["test"][0].label == "NUM:dist"
+    assert {label.split(":")[0] for label in fine} == set(TASKS["trec"].labels)  # COARSE:fine
 
 
 def test_missing_data_root(tmp_path):
@@ -120,6 +125,6 @@ def test_custom_spec(tmp_path):
 def test_custom_level_errors(tmp_path):
     bad = tmp_path / "train.tsv"
     bad.write_text("sentence\tlabel\na\tb\n")
-    with pytest.raises(DataError, match=r"train.tsv, line 1: no 'text' field"):
+    with pytest.raises(DataError, match=r"train.tsv, line 1: no 'text' field") as err:
         custom_spec(TaskOptions(files={"train": bad}))
-    assert Path(bad).exists()
+    assert err.value.path == bad and err.value.line == 1

@@ -45,7 +45,7 @@ def runs(tmp_path_factory, data_root):
         sick = prepare(PrepareSettings(task="sick", data=data_root, out=tmp / "sick", annotator="none")).out
         runs = {
             "trec": _train(trec, "trec", tmp / "trec-cn3", "model.graph_layers=2", "model.pos_dim=8"),
-            "bilstm": _train(trec, "trec", tmp / "trec-bilstm", "model.encoder=bilstm"),
+            "lstm": _train(trec, "trec", tmp / "trec-lstm", "model.encoder=lstm"),
             "sick": _train(sick, "sick", tmp / "sick-cn3"),
         }
         yield runs
@@ -68,21 +68,44 @@ def assert_clean_error(result, *fragments):
 # ---- library ----------------------------------------------------------------------------------
 
 
-def test_edge_view_rows_are_distributions(runs):
+def test_edge_view_is_the_models_own_graph(runs):
+    import torch
+
+    from cn3.inference import examples_dataset, predict_with_probabilities, text_examples
+    from cn3.layers import DynamicGraphLayer
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
     from cn3.trainer import load_model
     from cn3.visualize import edge_view, resolve_word
 
     device = resolve_device("cpu")
-    view = edge_view(load_model(RunDir(runs["trec"]), device), [SENTENCE], device)
-    side = view.sides[0]
-    assert side.tokens == WORDS and view.n_layers == 2
-    assert view.prediction in ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
-    for alpha, gate in zip(side.alphas, side.gates):
-        assert alpha.shape == (len(WORDS), len(WORDS)) and gate.shape == (len(WORDS),)
-        np.testing.assert_allclose(alpha.sum(1), 1.0, atol=1e-5)
-        assert ((gate > 0) & (gate < 1)).all()
+    loaded = load_model(RunDir(runs["trec"]), device)
+    calls = []  # (layer, its input h, its (h', alpha, gate)) per CN3 layer, in order
+
+    def keep(layer, args, kwargs, output):
+        calls.append((layer, args[0] if args else kwargs["h"], output))
+
+    hooks = [m.register_forward_hook(keep, with_kwargs=True)
+             for m in loaded.model.modules() if isinstance(m, DynamicGraphLayer)]
+    try:
+        view = edge_view(loaded, [SENTENCE], device)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    side, n = view.sides[0], len(WORDS)
+    assert side.tokens == WORDS and view.n_layers == 2 == len(calls)
+    for (layer, h, (_, alpha, gate)), alpha_view, gate_view in zip(calls, side.alphas, side.gates):
+        assert alpha_view.shape == (n, n) and gate_view.shape == (n,)
+        np.testing.assert_allclose(alpha_view, alpha[0, :n, :n].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(alpha_view.sum(1), 1.0, atol=1e-5)
+        with torch.no_grad():  # g_i = sigmoid(W_g h_i + b) (CN3 eq. 5), shown averaged over hidden units
+            expected = torch.sigmoid(layer.lin_gate(h[0, :n])).mean(-1)
+        np.testing.assert_allclose(gate_view, expected.numpy(), rtol=1e-5)
+    examples = text_examples([SENTENCE], loaded.manifest)
+    dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
+    (pred,), (probs,) = predict_with_probabilities(loaded.model, dataset, device)
+    assert view.prediction == loaded.vocabs["labels"].itos[pred]  # what `cn3 predict` says
+    assert probs[pred] == max(probs)
     assert side.heads is not None and side.heads.count(-1) == 1 and view.tree_source == "spacy"
     assert resolve_word(view, "capital") == {0: 3} == resolve_word(view, "4") == resolve_word(view, "CAPITAL")
 
@@ -158,7 +181,7 @@ def test_run_without_checkpoint(tmp_path):
 
 
 def test_encoder_without_edges(runs):
-    assert_clean_error(invoke(runs["bilstm"], SENTENCE), "'bilstm'", "learns no edge weights")
+    assert_clean_error(invoke(runs["lstm"], SENTENCE), "'lstm'", "learns no edge weights")
 
 
 @pytest.mark.parametrize("args, fragments", [

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cn3.attention import attend, attention, masked_softmax
+from cn3.attention import attend, masked_softmax
 
 #: Elements of the ``(B, rows, Nk, e)`` block buffer (8 MB in float32). Each block costs ~0.3 ms
 #: of Python dispatch and small-GEMM overhead, so blocks should be large; but the buffer and the
@@ -163,16 +163,3 @@ def additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
         block_rows = default_block_rows(query.shape[0], key.shape[1], query.shape[-1])
     return BlockwiseAdditiveAttention.apply(query, key, u, edge_vecs, edge_type, values,
                                             key_mask, query_mask, block_rows)
-
-
-def additive_attention_dense(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
-                             key_mask: Tensor | None = None, query_mask: Tensor | None = None,
-                             edge_vecs: Tensor | None = None,
-                             edge_type: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """The same by plain broadcasting and autograd, in ``(B, Nq, Nk, e)`` memory: the
-    readable definition :func:`additive_attention` is tested against."""
-    pre = query[:, :, None, :] + key[:, None, :, :]  # (B, Nq, Nk, e)
-    if edge_vecs is not None:
-        pre = pre + edge_vecs[edge_type]
-    energy = torch.tanh(pre) @ u  # (B, Nq, Nk)
-    return attention(energy, values, key_mask, query_mask=query_mask)

@@ -146,35 +146,3 @@ class DynamicGraphEncoder(nn.Module):
             alphas.append(alpha)
             gates.append(gate)
         return h, alphas, gates
-
-
-def dynamic_graph_reference(layer: DynamicGraphLayer, h: Tensor, mask: Tensor,
-                            v: Tensor | None = None,
-                            edge_type: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """The layer's equations written literally, one sentence and one node pair at a time.
-
-    Slow (Python loops over ``B x N x N``) and for tests on small inputs only: it builds the
-    explicit concatenation ``[h_k, h_i, v_i, v_k, e_ik]`` and applies the single matrix ``W``.
-    Same inputs and outputs as :meth:`DynamicGraphLayer.forward`.
-    """
-    W = layer.energy_weight()  # (e, 2d [+ 2a] [+ edge_dim])
-    batch, n = h.shape[:2]
-    h_new, alpha, gate = torch.zeros_like(h), h.new_zeros(batch, n, n), torch.zeros_like(h)
-    for b in range(batch):
-        nodes = mask[b].nonzero().flatten().tolist()
-        for i in nodes:
-            scores = []
-            for k in nodes:
-                parts = [h[b, k], h[b, i]]
-                if v is not None:
-                    parts += [v[b, i], v[b, k]]
-                if edge_type is not None:
-                    parts.append(layer.edge_emb.weight[edge_type[b, i, k]])
-                scores.append(layer.u @ torch.tanh(W @ torch.cat(parts)))  # s_ik
-            weights = torch.softmax(torch.stack(scores), dim=0)  # alpha_ik over real k
-            h_tilde = weights @ h[b, nodes]  # sum_k alpha_ik h_k
-            g = torch.sigmoid(layer.lin_gate(h[b, i]))  # g_i
-            h_new[b, i] = g * h_tilde + (1 - g) * h[b, i]
-            alpha[b, i, nodes] = weights
-            gate[b, i] = g
-    return h_new, alpha, gate

@@ -1,7 +1,5 @@
-"""Task heads: CRF for tagging, mean-pool (or max-pool) + softmax for sentences, matching MLP for pairs.
-
-Every head maps encoder states to ``(loss, predictions)`` so the trainer treats all tasks alike.
-"""
+"""Task heads: CRF for tagging, MLP + softmax over a sentence vector, matching MLP for pairs;
+and the mean/max pooling that makes a sentence vector from node states."""
 
 from __future__ import annotations
 
@@ -28,20 +26,36 @@ def max_pool(h: Tensor, mask: Tensor) -> Tensor:
 POOLS = {"mean": mean_pool, "max": max_pool}
 
 
+def _reset(module: nn.Module, uniform_range: float | None) -> None:
+    """``U(-r, r)`` for every parameter (CN3's paper init), or each submodule's standard init."""
+    if uniform_range is not None:
+        for p in module.parameters():
+            nn.init.uniform_(p, -uniform_range, uniform_range)
+        return
+    for sub in module.modules():
+        if sub is not module and hasattr(sub, "reset_parameters"):
+            sub.reset_parameters()
+
+
 class CRFHead(nn.Module):
-    """Linear emissions + linear-chain CRF (pytorch-crf), for POS, chunking and NER.
+    """Dropout + linear emissions + linear-chain CRF (pytorch-crf), for POS, chunking and NER.
 
     pytorch-crf silently mis-scores when the mask's first time step is off or the mask is not
     bool, so :meth:`_check_mask` enforces both (every sentence has at least one word).
 
-    Shapes: ``h (B, N, d)``, ``mask (B, N)`` bool, ``tags (B, N)`` -> loss (scalar, mean negative
-    log-likelihood per sentence) and predictions ``(B, N)`` (0 under padding).
+    Shapes: ``h (B, N, d)``, ``mask (B, N)`` bool, ``tags (B, N)``; :meth:`loss` is the mean negative
+    log-likelihood per sentence, :meth:`decode` the Viterbi tags ``(B, N)`` (0 under padding).
     """
 
-    def __init__(self, in_dim: int, n_tags: int):
+    def __init__(self, in_dim: int, n_tags: int, dropout: float = 0.0):
         super().__init__()
+        self.dropout = nn.Dropout(dropout)
         self.emit = nn.Linear(in_dim, n_tags)
         self.crf = CRF(n_tags, batch_first=True)
+
+    def reset_parameters(self, uniform_range: float | None = None) -> None:
+        """Standard: torch's Linear init and pytorch-crf's ``U(-0.1, 0.1)`` transitions."""
+        _reset(self, uniform_range)
 
     @staticmethod
     def _check_mask(mask: Tensor) -> Tensor:
@@ -51,55 +65,51 @@ class CRFHead(nn.Module):
             raise ValueError("CRF mask must be on at the first step of every sentence (empty sentence?)")
         return mask
 
+    def emissions(self, h: Tensor) -> Tensor:
+        return self.emit(self.dropout(h))  # (B, N, T)
+
     def log_likelihood(self, h: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
         """``(B,)`` log p(tags | sentence)."""
-        return self.crf(self.emit(h), tags, mask=self._check_mask(mask), reduction="none")
+        return self.crf(self.emissions(h), tags, mask=self._check_mask(mask), reduction="none")
 
-    def forward(self, h: Tensor, mask: Tensor, tags: Tensor | None = None) -> tuple[Tensor | None, Tensor]:
-        mask = self._check_mask(mask)
-        emissions = self.emit(h)  # (B, N, T)
-        loss = None
-        if tags is not None:
-            loss = -self.crf(emissions, tags, mask=mask, reduction="mean")
-        paths = self.crf.decode(emissions, mask=mask)
+    def loss(self, h: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
+        return -self.crf(self.emissions(h), tags, mask=self._check_mask(mask), reduction="mean")
+
+    def decode(self, h: Tensor, mask: Tensor) -> Tensor:
+        paths = self.crf.decode(self.emissions(h), mask=self._check_mask(mask))
         pred = torch.zeros(mask.shape, dtype=torch.long, device=h.device)
         for i, path in enumerate(paths):
             pred[i, : len(path)] = torch.tensor(path, device=h.device)
-        return loss, pred
+        return pred
 
 
 class PooledClassifier(nn.Module):
-    """Mean-pool (the paper) or max-pool the nodes, then MLP + softmax (single-sentence classification).
+    """A sentence vector (pooled by the model) through dropout + MLP to class logits.
 
-    Shapes: ``h (B, N, d)``, ``mask (B, N)``, ``y (B,)`` -> loss, predictions ``(B,)`` and logits
-    ``(B, K)`` (for probability outputs).
+    Dropout is applied once, here, to the sentence vector (the model does not drop the node
+    states again). Shapes: ``pooled (B, d)`` -> logits ``(B, K)``.
     """
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0, pool: str = "mean"):
+    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0):
         super().__init__()
-        self.pool = POOLS[pool]
         self.mlp = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(),
                                  nn.Dropout(dropout), nn.Linear(hidden, n_classes))
+
+    def reset_parameters(self, uniform_range: float | None = None) -> None:
+        """Standard: torch's Linear init."""
+        _reset(self, uniform_range)
 
     def logits(self, pooled: Tensor) -> Tensor:
         return self.mlp(pooled)
 
-    def forward(self, h: Tensor, mask: Tensor, y: Tensor | None = None) -> tuple[Tensor | None, Tensor, Tensor]:
-        logits = self.logits(self.pool(h, mask))  # (B, K)
-        loss = nn.functional.cross_entropy(logits, y) if y is not None else None
-        return loss, logits.argmax(-1), logits
-
 
 class PairClassifier(PooledClassifier):
-    """Sentence-pair matching: graph vectors ``u``, ``v`` combined as ``[u, v, |u-v|, u*v]``
+    """Sentence-pair matching: sentence vectors ``u``, ``v`` combined as ``[u, v, |u-v|, u*v]``
     (Mou et al., 2016; the CN3 paper's SNLI/SICK head), then MLP + softmax."""
 
-    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0, pool: str = "mean"):
-        super().__init__(4 * in_dim, n_classes, hidden, dropout, pool)
+    def __init__(self, in_dim: int, n_classes: int, hidden: int, dropout: float = 0.0):
+        super().__init__(4 * in_dim, n_classes, hidden, dropout)
 
-    def forward_pair(self, ha: Tensor, mask_a: Tensor, hb: Tensor, mask_b: Tensor,
-                     y: Tensor | None = None) -> tuple[Tensor | None, Tensor, Tensor]:
-        u, v = self.pool(ha, mask_a), self.pool(hb, mask_b)  # (B, d) each
-        logits = self.logits(torch.cat([u, v, (u - v).abs(), u * v], -1))  # (B, K)
-        loss = nn.functional.cross_entropy(logits, y) if y is not None else None
-        return loss, logits.argmax(-1), logits
+    def pair_logits(self, u: Tensor, v: Tensor) -> Tensor:
+        """``u, v (B, d)`` -> ``(B, K)``."""
+        return self.logits(torch.cat([u, v, (u - v).abs(), u * v], -1))

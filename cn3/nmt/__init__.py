@@ -2,9 +2,9 @@
 
 * :mod:`cn3.nmt.config` — the run config (data / model / train sections).
 * :mod:`cn3.nmt.data` — parallel files, splits, sentencepiece BPE, token batching.
-* :mod:`cn3.nmt.layers` — attention on the shared kernel (:mod:`cn3.attention`), encoder/decoder layers.
-* :mod:`cn3.nmt.hybrid_attention` — local/global attention (Xu et al., ACL 2019).
-* :mod:`cn3.nmt.onlstm` — ON-LSTM (Shen et al., 2019) and padding-aware recurrent stacks.
+* :mod:`cn3.layers.transformer` — attention on the shared kernel (:mod:`cn3.attention`), encoder/decoder layers.
+* :mod:`cn3.layers.hybrid_attention` — local/global attention (Xu et al., ACL 2019).
+* :mod:`cn3.layers.onlstm` — ON-LSTM (Shen et al., 2019) and padding-aware recurrent stacks.
 * :mod:`cn3.nmt.encoders` — the registry ``transformer | hybrid | local | onlstm | lstm``
   (ON-LSTM + self-attention: Hao et al., 2019).
 * :mod:`cn3.nmt.transformer` — the encoder-decoder model and its loss.

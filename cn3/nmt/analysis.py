@@ -21,7 +21,6 @@ import torch
 
 from cn3.config import ConfigError
 from cn3.nmt.data import EOS, pad
-from cn3.nmt.encoders import has_gates
 
 _WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
 
@@ -63,6 +62,11 @@ class GateStats:
         return sorted(rows, key=lambda r: -r["mean"])
 
 
+def has_gates(cfg) -> bool:
+    """Whether a translation model's encoder has hybrid gates to analyse (``cn3 nmt gates``)."""
+    return cfg.encoder == "hybrid" and cfg.hybrid.combine == "gate" and cfg.hybrid.layers > 0
+
+
 @torch.no_grad()
 def collect_gates(model, tok, sentences: list[str], batch_size: int = 64, device=None) -> GateStats:
     """Run the encoder over ``sentences`` and collect each word's gate per gated layer."""
@@ -82,8 +86,8 @@ def collect_gates(model, tok, sentences: list[str], batch_size: int = 64, device
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
         src = pad([[i for i, _, _ in pieces] + [EOS] for pieces, _ in chunk]).to(device)
-        _, _, infos = model.encode(src)
-        gates = torch.stack([infos[k]["gate"].mean(1) for k in range(n_layers)], -1).cpu()  # (B, N, L)
+        _, _, info = model.encode(src)
+        gates = torch.stack([info["gates"][k].mean(1) for k in range(n_layers)], -1).cpu()  # (B, N, L)
         for row, (pieces, words) in enumerate(chunk):
             sent_words, sent_gates = [], []
             for word, begin, end in words:

@@ -1,6 +1,6 @@
 """The configuration of an NMT run: data, model (with per-encoder sections) and trainer.
 
-Resolution order (:func:`resolve_nmt_config`): these dataclass defaults <- ``configs/nmt/small.yaml``
+Resolution order (:func:`resolve_nmt_config`): these dataclass defaults <- ``cn3/configs/nmt/small.yaml``
 (or ``--config FILE``) <- dedicated CLI flags (``--encoder``, ``--src``/``--tgt``, ``--data``,
 ``--seed``) <- ``--set section.key=value``. The resolved config is saved in the run directory and in
 every checkpoint. Unknown keys and wrong types raise :class:`cn3.config.ConfigError` naming the key.
@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cn3.config import ConfigError, apply_overrides, from_dict, load_yaml, merge, to_dict
+from cn3.config import ConfigError, from_dict, resolve
+from cn3.loop import LoopConfig
+from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "nmt"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "nmt"  # package data: cn3/configs/nmt
 DEFAULT_CONFIG = CONFIG_DIR / "small.yaml"
 
-ENCODERS = ("transformer", "hybrid", "local", "onlstm", "lstm")
 
 
 @dataclass
@@ -69,64 +70,22 @@ class NMTDataConfig:
 
 
 @dataclass
-class HybridConfig:
-    """Xu et al. (ACL 2019): local (band ``|i-j| <= window``) and global attention from one energy.
-
-    Args:
-        layers: the lowest ``layers`` encoder layers are hybrid (``k``; the paper's default 2).
-        window: ``m`` of eq. 3 (the paper's default 1).
-        combine: ``gate`` (eq. 4-5) or ``concat`` (the paper's ablation: both outputs concatenated
-            and projected).
-        gate_per_head: one gate per token and head (``W`` maps ``d -> heads``), else one per token
-            shared by all heads.
-    """
-
-    layers: int = 2
-    window: int = 1
-    combine: Literal["gate", "concat"] = "gate"
-    gate_per_head: bool = True
-
-    def validate(self) -> None:
-        if self.layers < 0 or self.window < 0:
-            raise ConfigError("model.hybrid.layers and model.hybrid.window must be >= 0")
-
-
-@dataclass
-class RecurrentConfig:
-    """Hao et al. (2019): ``layers`` recurrent layers (ON-LSTM, or LSTM for ``encoder: lstm``) and
-    ``model.encoder_layers - layers`` self-attention layers, joined by ``H = H_rnn + H_san`` (eq. 10).
-
-    Args:
-        layers: ``K``, the number of (ON-)LSTM layers.
-        chunk_size: ON-LSTM master-gate chunk size ``C`` (``d_model`` must be a multiple of it).
-        order: ``rnn_first`` (the paper: (ON-)LSTM below the SAN layers) or ``san_first``.
-        bidirectional: two half-width directions concatenated (the paper runs left to right).
-        shortcut: add the recurrent stack's output to the SAN stack's output (eq. 10).
-    """
-
-    layers: int = 1
-    chunk_size: int = 8
-    order: Literal["rnn_first", "san_first"] = "rnn_first"
-    bidirectional: bool = False
-    shortcut: bool = True
-
-    def validate(self) -> None:
-        if self.layers < 1 or self.chunk_size < 1:
-            raise ConfigError("model.rnn.layers and model.rnn.chunk_size must be >= 1")
-
-
-@dataclass
 class NMTModelConfig:
-    """The encoder-decoder Transformer; ``encoder`` picks the encoder stack (:mod:`cn3.nmt.encoders`).
+    """The encoder-decoder Transformer; ``encoder`` picks the source encoder from the zoo
+    (``cn3 encoders``: every encoder that serves translation, CN3 included).
 
     Args:
-        encoder: ``transformer | hybrid | local | onlstm | lstm``.
+        encoder: a registry name, e.g. ``transformer | hybrid | local | onlstm_san | lstm_san | cn3``.
+        encoder_layers: the encoder's depth (for ``onlstm_san``/``lstm_san``: ``rnn.layers``
+            recurrent + the rest self-attention layers).
         norm: ``pre`` (LayerNorm before each sublayer, final LayerNorm) or ``post`` (Vaswani et al.).
         tie: ``none``; ``decoder`` (target embedding = output projection); ``all`` (also the source
             embedding; needs ``data.joint_vocab``).
+        hybrid, rnn, selfatt, cnn, cn3: the options of those encoder families (the same sections as
+            in the sentence config).
     """
 
-    encoder: Literal["transformer", "hybrid", "local", "onlstm", "lstm"] = "transformer"
+    encoder: str = "transformer"
     d_model: int = 256
     heads: int = 4
     ff: int = 1024
@@ -137,10 +96,16 @@ class NMTModelConfig:
     norm: Literal["pre", "post"] = "pre"
     tie: Literal["none", "decoder", "all"] = "all"
     max_positions: int = 1024
-    hybrid: HybridConfig = field(default_factory=HybridConfig)
-    rnn: RecurrentConfig = field(default_factory=RecurrentConfig)
+    hybrid: HybridOptions = field(default_factory=HybridOptions)
+    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
+    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
+    cnn: CNNOptions = field(default_factory=CNNOptions)
+    cn3: CN3Options = field(default_factory=CN3Options)
 
     def validate(self) -> None:
+        from cn3.encoders import check_serves
+
+        check_serves(self.encoder, "translation", has_trees=False, where="translation (subword text)")
         if self.d_model < 1 or self.heads < 1 or self.d_model % self.heads:
             raise ConfigError(f"model.d_model ({self.d_model}) must be a positive multiple of model.heads "
                               f"({self.heads})")
@@ -152,63 +117,47 @@ class NMTModelConfig:
         if self.encoder in ("hybrid", "local") and self.hybrid.layers > self.encoder_layers:
             raise ConfigError(f"model.hybrid.layers ({self.hybrid.layers}) exceeds model.encoder_layers "
                               f"({self.encoder_layers})")
-        if self.encoder in ("onlstm", "lstm"):
-            if self.rnn.layers >= self.encoder_layers:
-                raise ConfigError(f"model.rnn.layers ({self.rnn.layers}) must be below model.encoder_layers "
-                                  f"({self.encoder_layers}): the encoder is K recurrent + (encoder_layers - K) "
-                                  "self-attention layers")
-            width = self.d_model // 2 if self.rnn.bidirectional else self.d_model
-            if self.rnn.bidirectional and self.d_model % 2:
-                raise ConfigError("model.rnn.bidirectional needs an even model.d_model")
-            if self.encoder == "onlstm" and width % self.rnn.chunk_size:
-                raise ConfigError(f"model.rnn.chunk_size ({self.rnn.chunk_size}) must divide the ON-LSTM width "
-                                  f"({width})")
+        if self.encoder in ("onlstm_san", "lstm_san") and self.rnn.layers >= self.encoder_layers:
+            raise ConfigError(f"model.rnn.layers ({self.rnn.layers}) must be below model.encoder_layers "
+                              f"({self.encoder_layers}): the encoder is K recurrent + (encoder_layers - K) "
+                              "self-attention layers")
 
 
 @dataclass
-class NMTTrainConfig:
-    """The trainer: Adam (0.9, 0.98, 1e-9), linear warm-up to ``lr`` then inverse-sqrt decay.
+class NMTTrainConfig(LoopConfig):
+    """The trainer: the loop's settings (:class:`cn3.loop.LoopConfig`; here one evaluation per
+    epoch by default, no clipping, a log line every 100 updates) and Adam (0.9, 0.98, 1e-9) with a
+    linear warm-up to ``lr`` then inverse-sqrt decay.
 
     Args:
         max_tokens: padded tokens per batch (``rows * longest side``).
         l2: L2 penalty (Adam ``weight_decay``).
         label_smoothing: 0.1 as in Vaswani et al.
-        patience: stop after this many epochs without a better dev BLEU.
-        max_steps: stop after this many updates (0 = no limit); may change on ``--resume``.
-        eval_beam: beam for the per-epoch dev BLEU (1 = greedy, the fast default on CPU).
+        eval_beam: beam for the per-evaluation dev BLEU (1 = greedy, the fast default on CPU).
         final_beam, alpha: beam size and length penalty for the final scores in ``results.json``.
         final_splits: splits scored with the best checkpoint at the end.
-        checkpoint_every: also write ``latest.pt`` every this many updates (0 = epoch ends, stops
-            and Ctrl-C only).
-        log_every: log loss, learning rate and tokens/s every this many updates (0 = never; the
-            progress bar shows them live in a terminal).
-        num_threads: torch threads (0 = torch's default).
     """
 
+    epochs: int = 30
+    clip: float = 0.0
+    log_every: int = 100
     lr: float = 1e-3
     warmup: int = 1000
     max_tokens: int = 4096
-    epochs: int = 30
-    max_steps: int = 0
-    patience: int = 5
-    clip: float = 0.0
     l2: float = 0.0
     label_smoothing: float = 0.1
-    seed: int = 1
     eval_beam: int = 1
     eval_batch_size: int = 128
     final_beam: int = 5
     alpha: float = 0.6
     final_splits: list[str] = field(default_factory=lambda: ["val", "test2016"])
-    checkpoint_every: int = 0
-    log_every: int = 100
-    num_threads: int = 0
 
     def validate(self) -> None:
+        super().validate()
         if self.lr <= 0 or self.warmup < 0:
             raise ConfigError("train.lr must be positive and train.warmup >= 0")
-        if self.max_tokens < 1 or self.epochs < 1:
-            raise ConfigError("train.max_tokens and train.epochs must be >= 1")
+        if self.max_tokens < 1:
+            raise ConfigError("train.max_tokens must be >= 1")
         if self.eval_beam < 1 or self.final_beam < 1:
             raise ConfigError("train.eval_beam and train.final_beam must be >= 1")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -228,29 +177,20 @@ class NMTConfig:
 
 
 def resolve_nmt_config(config_file: Path | None, flags: dict, overrides: list[str]) -> NMTConfig:
-    """Build the run config (see the module docstring).
+    """Build a translation run's config with :func:`cn3.config.resolve` (see the module docstring).
 
     Args:
-        config_file: ``--config``; ``None`` = ``configs/nmt/small.yaml`` when it exists.
+        config_file: ``--config``; ``None`` = ``cn3/configs/nmt/small.yaml`` (package data; its absence
+            is an error, never a silent fall back to the dataclass defaults).
         flags: dotted keys from dedicated CLI flags, e.g. ``{"model.encoder": "hybrid"}``;
             ``None`` values are ignored.
         overrides: ``--set key=value`` strings, applied last.
     """
-    data = to_dict(NMTConfig())
-    if config_file is None and DEFAULT_CONFIG.is_file():
+    if config_file is None:
+        if not DEFAULT_CONFIG.is_file():
+            raise ConfigError(f"the default NMT config is missing: {DEFAULT_CONFIG} (reinstall cn3, or pass --config FILE)")
         config_file = DEFAULT_CONFIG
-    if config_file is not None:
-        data = merge(data, load_yaml(config_file))
-    for key, value in flags.items():
-        if value is not None:
-            section, name = key.split(".")
-            data.setdefault(section, {})[name] = str(value) if isinstance(value, Path) else value
-    apply_overrides(data, overrides)
-    where = f" (in {config_file} or --set)" if config_file else " (in --set)"
-    try:
-        return from_dict(NMTConfig, data)
-    except ConfigError as err:
-        raise ConfigError(f"{err}{where}") from None
+    return resolve(NMTConfig, config_file, flags, overrides)
 
 
 def config_from_dict(data: dict) -> NMTConfig:

@@ -9,8 +9,8 @@
 * :class:`Tokenizer`: sentencepiece BPE trained on the training split only, joint (one model for
   both languages) or one per language. Ids 0-3 are ``<pad> <unk> <s> </s>`` in every model. The
   models live in the run directory and inside every checkpoint.
-* :func:`token_batches`: length-sorted batches of at most ``max_tokens`` padded tokens; the order of
-  epoch ``e`` is a pure function of ``(seed, e)`` (exact resume).
+* :func:`make_batch`: padded source/target tensors of a batch (batch orders come from
+  :func:`cn3.bucketing.bucketed_batches`, shared with the sentence tasks).
 """
 
 from __future__ import annotations
@@ -247,33 +247,6 @@ def encode_pairs(tok: Tokenizer, pairs: list[tuple[str, str]], max_len: int | No
 
 
 # ----------------------------------------------------------------------------- batches
-
-
-def token_batches(src_lens: list[int], tgt_lens: list[int], max_tokens: int, seed: int | None = None,
-                  epoch: int = 0) -> list[list[int]]:
-    """Batches of item indices, each with ``rows * longest side <= max_tokens`` (or one item).
-
-    Items are sorted by length (ties broken at random with ``(seed, epoch)``) and cut into
-    batches; with a ``seed`` the batch order is shuffled too. ``seed=None`` gives the sorted,
-    unshuffled order used for evaluation.
-    """
-    n = len(src_lens)
-    rng = random.Random(seed * 100_003 + epoch) if seed is not None else None
-    keys = [rng.random() for _ in range(n)] if rng is not None else list(range(n))
-    order = sorted(range(n), key=lambda i: (max(src_lens[i], tgt_lens[i] + 1), src_lens[i], keys[i]))
-    batches, current, longest = [], [], 0
-    for i in order:
-        size = max(src_lens[i], tgt_lens[i] + 1)
-        if current and max(longest, size) * (len(current) + 1) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
-    if rng is not None:
-        rng.shuffle(batches)
-    return batches
 
 
 def pad(seqs: list[list[int]], value: int = PAD) -> Tensor:

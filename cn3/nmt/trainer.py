@@ -1,4 +1,4 @@
-"""Training and scoring NMT runs; the design mirrors :mod:`cn3.trainer`.
+"""Translation on the shared training loop (:mod:`cn3.loop`): the task adapter and BLEU scoring.
 
 Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
 
@@ -9,10 +9,9 @@ Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
     RUN/results.json         final BLEU per split
     RUN/translations/        the final hypotheses per split
 
-Exact resume: the batch order of epoch ``e`` is a pure function of ``(seed, e)``; checkpoints hold
-the model, the Adam state, all RNG states, the epoch and the batches done in it, and the learning
-rate is a pure function of the step; the subword model is read back from the run directory, so a
-resumed run ends with the same parameters as an uninterrupted one.
+Exact resume is the loop's (see :mod:`cn3.loop`); the learning rate is a pure function of the step
+and the subword model is read back from the run directory, so a resumed run ends with the same
+parameters as an uninterrupted one.
 
 Checkpoints are self-describing dicts (``kind: cn3-nmt``): config, model arguments, the subword
 models' bytes, weights; ``cn3 nmt translate`` needs nothing else.
@@ -21,7 +20,6 @@ models' bytes, weights; ``cn3 nmt translate`` needs nothing else.
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -31,27 +29,28 @@ from pathlib import Path
 import torch
 
 import cn3
-from cn3.atomic import atomic_torch_save, atomic_write, atomic_write_json, atomic_write_text
+from cn3.bucketing import bucketed_batches
+from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
-from cn3.console import console, progress
+from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
+from cn3.loop import make_optimizer, new_state, restore, run_loop
 from cn3.nmt.config import NMTConfig, config_from_dict
-from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch, token_batches
+from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import open_run, restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
+from cn3.runtime import open_run, seed_everything
+from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
+from data_prep.console import console, progress
 
 CHECKPOINT_KIND = "cn3-nmt"
 
 #: Settings a resumed run may change; anything else must match the run.
-RESUMABLE_CHANGES = {("train", k) for k in ("epochs", "max_steps", "patience", "num_threads", "eval_batch_size",
-                                             "final_beam", "final_splits", "alpha", "checkpoint_every",
-                                             "log_every")}
+RESUMABLE_CHANGES = LOOP_RESUMABLE | {("train", k) for k in ("eval_batch_size", "final_beam", "final_splits", "alpha")}
 RESUMABLE_CHANGES |= {("data", "data")}
 
 
 # ----------------------------------------------------------------------------- small helpers
-# (kept here rather than imported from cn3.trainer, whose imports pull in torch_geometric)
 
 
 def learning_rate(step: int, peak: float, warmup: int) -> float:
@@ -60,11 +59,6 @@ def learning_rate(step: int, peak: float, warmup: int) -> float:
     if warmup <= 0:
         return peak
     return peak * min(step / warmup, math.sqrt(warmup / step))
-
-
-def make_optimizer(model: torch.nn.Module, cfg: NMTConfig) -> torch.optim.Adam:
-    return torch.optim.Adam(model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.98), eps=1e-9,
-                            weight_decay=cfg.train.l2)
 
 
 def bleu_score(hyps: list[str], refs: list[str]) -> tuple[float, str]:
@@ -99,7 +93,7 @@ def load_run(path: str | Path, device: torch.device, which: str = "best") -> Loa
     ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
     if not isinstance(ckpt, dict) or ckpt.get("kind") != CHECKPOINT_KIND:
         raise ConfigError(f"{ckpt_path} is not an NMT checkpoint (this command reads runs of cn3 nmt train)")
-    cfg = config_from_dict(ckpt["config"])
+    cfg = config_from_dict(upgrade_nmt_config(ckpt["config"], ckpt.get("cn3_version")))
     model = Seq2Seq(cfg.model, ModelArgs(**ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
     model.to(device).eval()
@@ -139,7 +133,7 @@ def validation_loss(model: Seq2Seq, data: EncodedPairs, max_tokens: int, smoothi
     """Per-token NLL (no smoothing in the number; natural log) of ``data``."""
     model.eval()
     nll_sum, tokens = 0.0, 0
-    for indices in token_batches([len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens):
+    for indices in bucketed_batches(token_lengths(data), 0, shuffle=False, max_tokens=max_tokens, pool=0):
         batch = make_batch(data, indices).to(device)
         _, nll = model.loss(model(batch.src, batch.tgt_in), batch.tgt_out, smoothing)
         nll_sum += float(nll)
@@ -165,6 +159,66 @@ def _tokenizer(run: RunDir, cfg: NMTConfig, train_pairs, resume: bool) -> Tokeni
 # ----------------------------------------------------------------------------- training
 
 
+def token_lengths(data: EncodedPairs) -> list[int]:
+    """Each pair's padded width: the longer of the source and the target with ``<s>``/``</s>``."""
+    return [max(len(s), len(t) + 1) for s, t in zip(data.src, data.tgt)]
+
+
+class TranslationTask:
+    """The translation side of the training loop (see :class:`cn3.loop.TaskAdapter`)."""
+
+    unit = "tgt tok"
+
+    def __init__(self, cfg: NMTConfig, tok: Tokenizer, train_data: EncodedPairs, val_data: EncodedPairs,
+                 val_pairs: list, device: torch.device):
+        t = cfg.train
+        self.cfg, self.tok, self.device = cfg, tok, device
+        self.train_data, self.val_data, self.val_pairs = train_data, val_data, val_pairs
+        seed_everything(t.seed)
+        self.args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
+        self.model = self.evaluated = Seq2Seq(cfg.model, self.args).to(device)
+        self.optimizer = make_optimizer(self.model, "adam", t.lr, t.l2, betas=(0.9, 0.98), eps=1e-9)
+        self.lengths = token_lengths(train_data)
+
+    def batches(self, epoch: int) -> list:
+        t = self.cfg.train
+        return bucketed_batches(self.lengths, 0, shuffle=True, seed=t.seed * 100_003 + epoch,
+                                max_tokens=t.max_tokens, pool=0)
+
+    def train_step(self, indices) -> tuple[float, int]:
+        batch = make_batch(self.train_data, indices).to(self.device)
+        loss, _ = self.model.loss(self.model(batch.src, batch.tgt_in), batch.tgt_out, self.cfg.train.label_smoothing)
+        (loss / batch.tokens).backward()  # per target token
+        return float(loss.detach()), batch.tokens
+
+    def lr(self, step: int, epoch: int) -> float:
+        return learning_rate(step, self.cfg.train.lr, self.cfg.train.warmup)
+
+    def after_update(self) -> None:
+        pass
+
+    def evaluate(self, bar) -> tuple[float, dict, str]:
+        t = self.cfg.train
+        val_loss = (validation_loss(self.model, self.val_data, t.max_tokens, t.label_smoothing, self.device)
+                    if len(self.val_data) else float("nan"))
+        bleu, _, _ = score_pairs(self.model, self.tok, self.val_pairs, t.eval_beam, t.alpha, t.eval_batch_size,
+                                 self.device, label="dev BLEU", bar=bar)
+        ppl = math.exp(min(val_loss, 50)) if val_loss == val_loss else float("nan")
+        return bleu, {"dev_loss": round(val_loss, 4), "dev_bleu": round(bleu, 2)}, \
+            f"dev loss {val_loss:.3f} (ppl {ppl:.1f}), dev BLEU {bleu:.2f}"
+
+    def checkpoint_extra(self, full: bool) -> dict:
+        t = self.cfg.train
+        return {"kind": CHECKPOINT_KIND, "format": 1,
+                "scheduler": {"type": "linear_warmup_inverse_sqrt", "lr": t.lr, "warmup": t.warmup},
+                "spm": self.tok.models,
+                "data": {"corpus": _corpus_name(self.cfg), "train_pairs": len(self.train_data),
+                         "skipped": self.train_data.skipped}}
+
+    def restore(self, path: Path, device: torch.device) -> dict:
+        return restore(path, self, device)
+
+
 def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_name: str = "auto") -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
     device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
@@ -178,135 +232,18 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     val_data = encode_pairs(tok, val_pairs, cfg.data.max_len)
     if not len(train_data):
         raise ConfigError(f"no training pair is within data.max_len={cfg.data.max_len} subwords")
-
-    seed_everything(t.seed)
-    args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
-    model = Seq2Seq(cfg.model, args).to(device)
-    optimizer = make_optimizer(model, cfg)
-    state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
-             "best_epoch": 0, "bad_evals": 0, "seconds": 0.0}
+    task = TranslationTask(cfg, tok, train_data, val_data, val_pairs, device)
     if resume:
-        state = restore_checkpoint(run.latest, model, optimizer, device)
+        state = task.restore(run.latest, device)
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev BLEU {state['best_score']:.2f})")
     else:
+        state = new_state()
         run.log(f"cn3 {cn3.__version__}: training nmt/{cfg.model.encoder} on {_corpus_name(cfg)} "
                 f"({len(train_data):,} pairs, {train_data.skipped:,} skipped by length; {len(val_pairs):,} dev pairs; "
-                f"vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; {model.n_parameters():,} parameters; "
+                f"vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; {task.model.n_parameters():,} parameters; "
                 f"device {device}) into {run.path}")
-
-    def checkpoint(path: Path) -> None:
-        """``latest.pt`` holds everything resuming needs; ``best.pt`` leaves out the Adam moments
-        (twice the model's size) and RNG states, which only resuming reads."""
-        full = path == run.latest
-        atomic_torch_save(path, {
-            "kind": CHECKPOINT_KIND, "format": 1, "cn3_version": cn3.__version__, "config": config_dict,
-            "model_args": args.__dict__, "model": model.state_dict(),
-            "optimizer": optimizer.state_dict() if full else None,
-            "scheduler": {"type": "linear_warmup_inverse_sqrt", "lr": t.lr, "warmup": t.warmup,
-                          "step": state["step"]},
-            "rng": rng_state() if full else None, "state": dict(state), "spm": tok.models,
-            "data": {"corpus": _corpus_name(cfg), "train_pairs": len(train_data), "skipped": train_data.skipped},
-        })
-
-    def evaluate(epoch: int, loss: float, bar, stop_eval: bool = False) -> None:
-        """Dev BLEU (+ loss); epoch ends update best/patience, a stop before any epoch end only
-        writes ``best.pt`` if there is none (so the patience state stays that of the full run)."""
-        val_loss = validation_loss(model, val_data, t.max_tokens, t.label_smoothing, device) if len(val_data) else float("nan")
-        bleu, _, _ = score_pairs(model, tok, val_pairs, t.eval_beam, t.alpha, t.eval_batch_size, device,
-                                 label="dev BLEU", bar=bar)
-        model.train()
-        state["seconds"] = time.perf_counter() - start_time
-        record = {"epoch": epoch, "step": state["step"], "train_loss": round(loss, 4),
-                  "dev_loss": round(val_loss, 4), "dev_bleu": round(bleu, 2), "seconds": round(state["seconds"], 1)}
-        if stop_eval:
-            record["stop"] = True
-            improved = not run.best.is_file()
-        else:
-            improved = bleu > state["best_score"]
-            if improved:
-                state.update(best_score=bleu, best_step=state["step"], best_epoch=epoch, bad_evals=0)
-            else:
-                state["bad_evals"] += 1
-        if improved:
-            checkpoint(run.best)
-        run.append_metrics(record)
-        ppl = math.exp(min(val_loss, 50)) if val_loss == val_loss else float("nan")
-        run.log(f"epoch {epoch} step {state['step']}: train loss {loss:.4f}, dev loss {val_loss:.3f} "
-                f"(ppl {ppl:.1f}), dev BLEU {bleu:.2f}" + (" [green](best)[/]" if improved else ""))
-
-    src_lens = [len(s) for s in train_data.src]
-    tgt_lens = [len(x) for x in train_data.tgt]
-    start_time = time.perf_counter() - state["seconds"]
-    stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
-    model.train()
-    previous_sigterm = sigterm_as_interrupt()
-    try:
-        with progress(transient=False) as bar:
-            while state["epoch"] < t.epochs and not stopped:
-                epoch = state["epoch"]
-                batches = token_batches(src_lens, tgt_lens, t.max_tokens, t.seed, epoch)
-                task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
-                                    completed=state["batch_in_epoch"], rate="")
-                model.train()
-                loss_sum, tokens, tick = 0.0, 0, time.perf_counter()
-                for b in range(state["batch_in_epoch"], len(batches)):
-                    batch = make_batch(train_data, batches[b]).to(device)
-                    loss, _ = model.loss(model(batch.src, batch.tgt_in), batch.tgt_out, t.label_smoothing)
-                    n = batch.tokens
-                    optimizer.zero_grad(set_to_none=True)
-                    (loss / n).backward()
-                    if t.clip:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-                    lr = learning_rate(state["step"] + 1, t.lr, t.warmup)
-                    for group in optimizer.param_groups:
-                        group["lr"] = lr
-                    optimizer.step()
-                    state["step"] += 1
-                    state["batch_in_epoch"] = b + 1
-                    loss_sum += float(loss.detach())
-                    tokens += n
-                    rate = tokens / max(time.perf_counter() - tick, 1e-9)
-                    bar.update(task, completed=b + 1,
-                               rate=f"loss {loss_sum / tokens:.3f} lr {lr:.2e} {rate:,.0f} tgt tok/s")
-                    if t.log_every and state["step"] % t.log_every == 0:
-                        run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: "
-                                f"train loss {loss_sum / tokens:.4f}, lr {lr:.2e}, {rate:,.0f} tgt tok/s")
-                    if t.max_steps and state["step"] >= t.max_steps:
-                        stopped = True
-                    if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
-                        state["seconds"] = time.perf_counter() - start_time
-                        checkpoint(run.latest)
-                    if stopped:
-                        break
-                bar.remove_task(task)
-                if stopped:
-                    if state["batch_in_epoch"] < len(batches):
-                        if not run.best.is_file():
-                            evaluate(epoch + 1, loss_sum / max(tokens, 1), bar, stop_eval=True)
-                        run.log(f"stopped at train.max_steps={t.max_steps} (epoch {epoch + 1}, batch "
-                                f"{state['batch_in_epoch']}/{len(batches)})")
-                        break
-                    stopped = False  # the last batch of the epoch: finish the epoch normally
-                # Ctrl-C during this evaluation resumes into it (the epoch counter moves after it).
-                evaluate(epoch + 1, loss_sum / max(tokens, 1), bar)
-                state["epoch"] += 1
-                state["batch_in_epoch"] = 0
-                if state["bad_evals"] >= t.patience:
-                    run.log(f"early stop: no better dev BLEU in {t.patience} epochs")
-                    stopped = True
-                if t.max_steps and state["step"] >= t.max_steps:
-                    stopped = True
-                state["seconds"] = time.perf_counter() - start_time
-                checkpoint(run.latest)
-    except KeyboardInterrupt:
-        state["seconds"] = time.perf_counter() - start_time
-        checkpoint(run.latest)
-        run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
-        raise
-    finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+    state = run_loop(task, t, run, config_dict, task.args.__dict__, state)
     return finish(run, cfg, device, state)
 
 

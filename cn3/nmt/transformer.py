@@ -22,8 +22,8 @@ from torch.nn import functional as F
 from cn3.config import ConfigError
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import BOS, EOS, PAD
-from cn3.nmt.encoders import build_encoder
-from cn3.nmt.layers import DecoderLayer, sinusoidal_positions
+from cn3.encoders import EncoderArgs, build_encoder
+from cn3.layers.transformer import DecoderLayer, sinusoidal_positions
 
 
 @dataclass
@@ -64,7 +64,12 @@ class Seq2Seq(nn.Module):
         else:
             nn.init.normal_(self.output.weight, 0.0, d ** -0.5)
         self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, d), persistent=False)
-        self.encoder = build_encoder(cfg)
+        self.encoder = build_encoder(cfg.encoder, EncoderArgs(
+            in_dim=d, d=d, layers=cfg.encoder_layers, heads=cfg.heads, ff=cfg.ff, dropout=cfg.dropout,
+            attention_dropout=cfg.attention_dropout, norm=cfg.norm, level="translation", positions=False,
+            cn3=cfg.cn3, hybrid=cfg.hybrid, rnn=cfg.rnn, selfatt=cfg.selfatt, cnn=cfg.cnn))
+        # encoders whose width is not d_model (Kim's CNN feature maps) are projected to it
+        self.encoder_proj = nn.Linear(self.encoder.out_dim, d) if self.encoder.out_dim != d else None
         self.decoder = nn.ModuleList(
             DecoderLayer(d, cfg.heads, cfg.ff, cfg.dropout, cfg.attention_dropout, cfg.norm)
             for _ in range(cfg.decoder_layers))
@@ -81,11 +86,14 @@ class Seq2Seq(nn.Module):
         x = emb(tokens) * self.scale + self.positions[offset : offset + n]
         return F.dropout(x, self.cfg.dropout, self.training)
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, list]:
-        """``src (B, S)`` -> ``(memory (B, S, d), mask (B, S), infos)`` (see :mod:`cn3.nmt.encoders`)."""
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, dict]:
+        """``src (B, S)`` -> ``(memory (B, S, d), mask (B, S), info)`` (the encoder's ``info``: see
+        :mod:`cn3.encoders.registry`)."""
         mask = src != self.args.pad
-        memory, infos = self.encoder(self._embed(self.src_embed, src), mask)
-        return memory, mask, infos
+        memory, info = self.encoder(self._embed(self.src_embed, src), mask)
+        if self.encoder_proj is not None:
+            memory = self.encoder_proj(memory)
+        return memory, mask, info
 
     def decode(self, tgt_in: Tensor, memory: Tensor, mask: Tensor) -> Tensor:
         """Teacher forcing: ``tgt_in (B, T)`` -> logits ``(B, T, V)``."""

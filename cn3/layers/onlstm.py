@@ -137,24 +137,39 @@ class RecurrentStack(nn.Module):
     """``layers`` (ON-)LSTM layers with dropout between them, padding-aware, optionally bidirectional.
 
     Args:
+        d_model: output width of every layer (and input width of all but the first).
+        layers: depth.
         cell: ``onlstm`` or ``lstm`` (``torch.nn.LSTM`` on packed sequences).
-        bidirectional: each layer is a forward and a backward half of width ``d // 2``.
+        chunk_size: ON-LSTM master-gate chunk size.
+        bidirectional: each layer is a forward and a backward half of width ``d_model // 2``.
+        dropout: between layers.
+        in_dim: input width of the first layer (default ``d_model``).
+
+    Init: ON-LSTM as :meth:`ONLSTM.reset_parameters`; ``nn.LSTM`` keeps torch's standard
+    ``U(-1/sqrt(h), 1/sqrt(h))``.
     """
 
     def __init__(self, d_model: int, layers: int, cell: str = "onlstm", chunk_size: int = 8,
-                 bidirectional: bool = False, dropout: float = 0.0):
+                 bidirectional: bool = False, dropout: float = 0.0, in_dim: int | None = None):
         super().__init__()
         self.cell, self.bidirectional, self.dropout = cell, bidirectional, dropout
         width = d_model // 2 if bidirectional else d_model
         directions = 2 if bidirectional else 1
+        inputs = [in_dim or d_model] + [d_model] * (layers - 1)
         if cell == "onlstm":
             self.layers = nn.ModuleList(
-                nn.ModuleList(ONLSTM(d_model, width, chunk_size) for _ in range(directions)) for _ in range(layers))
+                nn.ModuleList(ONLSTM(n_in, width, chunk_size) for _ in range(directions)) for n_in in inputs)
         elif cell == "lstm":
             self.layers = nn.ModuleList(
-                nn.LSTM(d_model, width, batch_first=True, bidirectional=bidirectional) for _ in range(layers))
+                nn.LSTM(n_in, width, batch_first=True, bidirectional=bidirectional) for n_in in inputs)
         else:
             raise ValueError(f"unknown recurrent cell {cell!r}")
+        self.out_dim = width * directions
+
+    def reset_parameters(self) -> None:
+        for module in self.modules():
+            if isinstance(module, (ONLSTM, nn.LSTM)):
+                module.reset_parameters()
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         lengths = mask.sum(1)

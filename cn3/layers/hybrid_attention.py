@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cn3.attention import attend, band_mask, gated_mix, masked_softmax
-from cn3.nmt.layers import MultiHeadAttention
+from cn3.layers.transformer import MultiHeadAttention
 
 Mode = Literal["hybrid", "local", "concat"]
 
@@ -78,7 +78,7 @@ class HybridSelfAttention(MultiHeadAttention):
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, window: int = 1,
-                 mode: Mode = "hybrid", gate_per_head: bool = True, exact_local: bool = False):
+                 mode: Mode = "hybrid", gate_per_head: bool = False, exact_local: bool = False):
         super().__init__(d_model, heads, dropout)
         if window < 0:
             raise ValueError(f"window must be >= 0, got {window}")
@@ -87,12 +87,16 @@ class HybridSelfAttention(MultiHeadAttention):
         self.window, self.mode, self.exact_local = window, mode, exact_local
         if mode == "hybrid":
             self.gate = nn.Linear(d_model, heads if gate_per_head else 1)
-            nn.init.xavier_uniform_(self.gate.weight)
-            nn.init.zeros_(self.gate.bias)
         if mode == "concat":
             self.out_proj = nn.Linear(2 * d_model, d_model)
-            nn.init.xavier_uniform_(self.out_proj.weight)
-            nn.init.zeros_(self.out_proj.bias)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights and zero biases, the gate's too (it starts at 0.5)."""
+        super().reset_parameters()
+        if hasattr(self, "gate"):  # not yet while the parent's constructor runs
+            nn.init.xavier_uniform_(self.gate.weight)
+            nn.init.zeros_(self.gate.bias)
 
     def distributions(self, energy: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         """``(local, global)`` weights from one energy ``(B, H, N, N)``, before dropout."""
@@ -103,25 +107,36 @@ class HybridSelfAttention(MultiHeadAttention):
             local = masked_softmax(energy, mask, band)
         return local, glob
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, dict | None]:
+    def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, dict | None]:
+        """``need_weights``: also return the attention distribution averaged over heads
+        (``info["weights"] (B, N, N)``; for ``concat``, the mean of the local and global ones)."""
         q = self.query(x)
         k, v = self.keys_values(x)
         energy = q @ k.transpose(-1, -2)  # (B, H, N, N), shared by both distributions
         p, training = self.dropout, self.training
+        info: dict = {}
         if self.mode == "local":
             band = band_mask(x.shape[1], self.window, x.device)
-            local = masked_softmax(energy, mask, band, dropout_p=p, training=training)
-            return self.out_proj(self.merge(attend(local, v))), None
+            local = masked_softmax(energy, mask, band)
+            if need_weights:
+                info["weights"] = local.mean(1)
+            local = F.dropout(local, p, training) if p > 0.0 else local
+            return self.out_proj(self.merge(attend(local, v))), info or None
         local, glob = self.distributions(energy, mask)
         if self.mode == "concat":  # independent dropout masks
+            if need_weights:
+                info["weights"] = (0.5 * (local + glob)).mean(1)
             local, glob = F.dropout(local, p, training), F.dropout(glob, p, training)
             both = torch.cat([self.merge(attend(local, v)), self.merge(attend(glob, v))], dim=-1)
-            return self.out_proj(both), None
+            return self.out_proj(both), info or None
         g = torch.sigmoid(self.gate(x)).transpose(1, 2)  # (B, G, N): weight of the local pattern
         weights = gated_mix(local, glob, g.unsqueeze(-1))  # (B, H, N, N)
+        info["gate"] = g
+        if need_weights:
+            info["weights"] = weights.mean(1)
         if p > 0.0 and training:  # one mask for both distributions (see the module docstring)
             weights = F.dropout(weights, p, training)
-        return self.out_proj(self.merge(attend(weights, v))), {"gate": g}
+        return self.out_proj(self.merge(attend(weights, v))), info
 
     def extra_repr(self) -> str:
         return f"window={self.window}, mode={self.mode}"

@@ -4,7 +4,7 @@ Every attention here computes its scaled dot-product energy ``QK^T / sqrt(d_k)``
 ``(B, H, Nq, Nk)`` and hands it to :mod:`cn3.attention` for masking, softmax and the weighted sum.
 
 Encoder self-attention modules share one interface, ``attn(x, mask) -> (out, info)``, so an encoder
-layer takes any of them (vanilla here, hybrid/local in :mod:`cn3.nmt.hybrid_attention`); ``info``
+layer takes any of them (vanilla here, hybrid/local in :mod:`cn3.layers.hybrid_attention`); ``info``
 is ``None`` or a dict (the hybrid gate).
 """
 
@@ -61,14 +61,19 @@ class MultiHeadAttention(nn.Module):
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
 
     def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None,
-                     band: Tensor | None = None) -> Tensor:
-        """Split heads in, merged and projected output out: ``(B, Nq, d)``."""
+                     band: Tensor | None = None, need_weights: bool = False):
+        """Split heads in, merged and projected output out: ``(B, Nq, d)``; with ``need_weights``
+        also the attention weights averaged over heads ``(B, Nq, Nk)``."""
         energy = q @ k.transpose(-1, -2)  # (B, H, Nq, Nk)
-        out, _ = attention(energy, v, key_mask, band, dropout_p=self.dropout, training=self.training)
-        return self.out_proj(self.merge(out))
+        out, weights = attention(energy, v, key_mask, band, dropout_p=self.dropout, training=self.training)
+        out = self.out_proj(self.merge(out))
+        return (out, weights.mean(1)) if need_weights else out
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, dict | None]:
+    def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, dict | None]:
         k, v = self.keys_values(x)
+        if need_weights:
+            out, weights = self.attend_heads(self.query(x), k, v, mask, need_weights=True)
+            return out, {"weights": weights}
         return self.attend_heads(self.query(x), k, v, mask), None
 
 
@@ -77,6 +82,9 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(d_model, ff), nn.Linear(ff, d_model)
         self.dropout = dropout
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
         for lin in (self.fc1, self.fc2):
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
@@ -95,13 +103,13 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout, self.pre = dropout, norm == "pre"
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, dict | None]:
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, dict | None]:
         drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
         if self.pre:
-            a, info = self.attn(self.norm1(x), mask)
+            a, info = self.attn(self.norm1(x), mask, need_weights)
             x = x + drop(a)
             return x + drop(self.ffn(self.norm2(x))), info
-        a, info = self.attn(x, mask)
+        a, info = self.attn(x, mask, need_weights)
         x = self.norm1(x + drop(a))
         return self.norm2(x + drop(self.ffn(x))), info
 

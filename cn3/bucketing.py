@@ -1,0 +1,48 @@
+"""Length-bucketed batch orders, for every task (sentences by rows, translation by tokens).
+
+A leaf module (no torch_geometric), so the translation side imports it without the graph stack.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: int = 0,
+                     max_tokens: int | None = None, pool: int = 50) -> list[list[int]]:
+    """Batches of item indices grouping similar lengths (less padding, faster dense layers).
+
+    Items are shuffled (with ``seed``), cut into pools of ``pool * batch_size``, sorted by length
+    inside a pool (ties keep their shuffled order) and split into batches; the batch order is
+    shuffled again. The result depends only on the arguments, which is what exact resume relies on.
+
+    Args:
+        lengths: each item's length (its longest side).
+        batch_size: most rows per batch (0 = no limit: ``max_tokens`` alone cuts).
+        shuffle: ``False`` gives the sorted order used for evaluation.
+        max_tokens: cap on ``batch rows * longest item`` (long items get smaller batches).
+        pool: pools of ``pool * batch_size`` items are sorted separately (0, or ``batch_size`` 0:
+            one pool, the whole data sorted, as translation batches by tokens).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(lengths), generator=generator).tolist() if shuffle else list(range(len(lengths)))
+    batches: list[list[int]] = []
+    if not batch_size and not max_tokens:
+        raise ValueError("bucketed_batches needs batch_size or max_tokens")
+    step = pool * batch_size if pool and batch_size else max(len(order), 1)
+    for start in range(0, len(order), step):
+        chunk = sorted(order[start : start + step], key=lambda i: lengths[i])
+        current: list[int] = []
+        for i in chunk:
+            longest = lengths[i]  # the chunk is sorted, so the newest item is the longest
+            full = batch_size and len(current) >= batch_size
+            if current and (full or (max_tokens and longest * (len(current) + 1) > max_tokens)):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+    if shuffle:
+        perm = torch.randperm(len(batches), generator=generator).tolist()
+        batches = [batches[i] for i in perm]
+    return batches

@@ -1,0 +1,77 @@
+"""CN3 (Liu et al., AAAI 2019): a context layer (the local bias: BiLSTM by default, the paper's
+CN3_LSTM) then ``layers`` dynamic graph layers that learn each sentence's structure (eq. 1-6, see
+:class:`cn3.layers.DynamicGraphLayer`).
+
+The paper's Table 3 variants are settings: ``+POS``/``+char``/``+char+Spell`` feed node attributes
+``v`` (built by the node encoder), ``Dep`` (``model.edge_attrs``) feeds the dependency relation and
+direction as ``e_ik`` and needs trees. On translation there are no word attributes and no trees:
+CN3 runs on the subword states alone (``attr_dim = 0``, no edge attributes).
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from cn3.config import ConfigError
+from cn3.encoders.registry import EncoderArgs, register
+from cn3.layers import DynamicGraphEncoder
+from cn3.layers.context import BiLSTMContext, CNNContext
+
+
+class CN3Encoder(nn.Module):
+    """Context layer + ``layers`` CN3 dynamic graph layers.
+
+    Args:
+        in_dim: width of ``x``.
+        d: output width of the context layer (``d // 2`` per BiLSTM direction); ``context: none``
+            keeps ``in_dim``.
+        layers: dynamic graph layers.
+        attr_dim: node attribute width (0 = none); n_edge_types: arc types (0 = no ``e_ik``).
+        context: ``lstm`` (the paper), ``cnn`` or ``none``; context_layers: its depth.
+        energy_dim, edge_dim: see :class:`cn3.layers.DynamicGraphLayer`.
+        dropout: inside a multi-layer context.
+        init_range: every parameter ``U(-r, r)`` (the paper: 0.1).
+
+    Shapes: ``x (B, N, in_dim)``, ``mask (B, N)``, ``v (B, N, attr_dim)``, ``edge_type (B, N, N)`` ->
+    ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``.
+    """
+
+    def __init__(self, in_dim: int, d: int, layers: int, attr_dim: int = 0, n_edge_types: int = 0,
+                 context: str = "lstm", context_layers: int = 1, energy_dim: int = 100, edge_dim: int = 32,
+                 dropout: float = 0.0, init_range: float = 0.1):
+        super().__init__()
+        if context == "lstm":
+            self.context = BiLSTMContext(in_dim, d // 2, context_layers, dropout)
+        elif context == "cnn":
+            self.context = CNNContext(in_dim, d // 2, context_layers, dropout=dropout)
+        else:
+            self.context = None
+        hidden = self.context.out_dim if self.context is not None else in_dim
+        self.graph = DynamicGraphEncoder(num_layers=layers, hidden=hidden, attr_dim=attr_dim,
+                                         n_edge_types=n_edge_types, edge_dim=edge_dim, energy_dim=energy_dim)
+        self.out_dim, self.attr_dim, self.edge_attrs = hidden, attr_dim, n_edge_types > 0
+        self.init_range = init_range
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The paper's init: every weight, bias and embedding ``U(-init_range, init_range)``."""
+        for p in self.parameters():
+            nn.init.uniform_(p, -self.init_range, self.init_range)
+
+    def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
+                edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
+        h = self.context(x, mask) if self.context is not None else x  # (B, N, d)
+        h, alphas, gates = self.graph(h, mask, v if self.attr_dim else None,
+                                      edge_type if self.edge_attrs else None)
+        return h, {"alphas": alphas, "gates": gates}
+
+
+@register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options)",
+          uses_attrs=True, paper_uniform_init=True)
+def _cn3(a: EncoderArgs) -> nn.Module:
+    c = a.cn3
+    if c.edge_attrs and not a.n_edge_types:
+        raise ConfigError("model.edge_attrs (CN3-Dep) needs dependency trees: prepare the task with an annotator "
+                          "that parses (gold trees, spacy or stanza)")
+    return CN3Encoder(a.in_dim, a.d, a.layers, a.attr_dim, a.n_edge_types if c.edge_attrs else 0, c.context,
+                      c.context_layers, c.energy_dim, c.edge_dim, a.dropout, c.init_range)

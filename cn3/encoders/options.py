@@ -1,0 +1,119 @@
+"""Per-family encoder options, shared by the sentence config (``model.*``) and the NMT config.
+
+Each dataclass is a config section (``model.hybrid``, ``model.rnn``, ``model.selfatt``,
+``model.cnn``) that the same encoder reads on every task level, so a setting means the same in
+``cn3 train`` and ``cn3 nmt train``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cn3.config import ConfigError
+
+
+@dataclass
+class HybridOptions:
+    """Xu et al. (ACL 2019): local (band ``|i-j| <= window``) and global attention from one energy.
+
+    Args:
+        layers: the lowest ``layers`` self-attention layers are hybrid (``k``; the paper's default 2;
+            capped at the encoder's depth).
+        window: ``m`` of eq. 3 (the paper's default 1).
+        combine: ``gate`` (eq. 4-5) or ``concat`` (the paper's ablation: both outputs concatenated
+            and projected).
+        gate_per_head: one gate per token and head (``W`` maps ``d -> heads``); the default is the
+            paper's one scalar per token (``d -> 1``), shared by all heads.
+    """
+
+    layers: int = 2
+    window: int = 1
+    combine: Literal["gate", "concat"] = "gate"
+    gate_per_head: bool = False
+
+    def validate(self) -> None:
+        if self.layers < 0 or self.window < 0:
+            raise ConfigError("model.hybrid.layers and model.hybrid.window must be >= 0")
+
+
+@dataclass
+class RecurrentOptions:
+    """Hao et al. (2019): ``layers`` recurrent layers (ON-LSTM or LSTM) under the self-attention
+    layers of ``onlstm_san``/``lstm_san``, joined by ``H = H_rnn + H_san`` (eq. 10).
+
+    Args:
+        layers: ``K``, the recurrent layers of ``onlstm_san``/``lstm_san`` (the self-attention layers are
+            the encoder's depth minus ``K``).
+        chunk_size: ON-LSTM master-gate chunk size ``C`` (must divide the ON-LSTM width); ``None`` =
+            the largest divisor of the width up to 8 (Shen et al.'s chunk size for widths that allow it).
+        order: ``rnn_first`` (the paper: recurrent layers below the SAN layers) or ``san_first``.
+        bidirectional: two half-width directions concatenated; ``None`` = the level's default
+            (sentence tasks: bidirectional, as the CN3 paper's LSTM baseline; translation: left to
+            right, as Hao et al.).
+        shortcut: add the recurrent stack's output to the SAN stack's output (eq. 10).
+    """
+
+    layers: int = 1
+    chunk_size: int | None = None
+    order: Literal["rnn_first", "san_first"] = "rnn_first"
+    bidirectional: bool | None = None
+    shortcut: bool = True
+
+    def validate(self) -> None:
+        if self.layers < 1 or (self.chunk_size is not None and self.chunk_size < 1):
+            raise ConfigError("model.rnn.layers and model.rnn.chunk_size must be >= 1")
+
+
+@dataclass
+class SelfAttOptions:
+    """Lin et al. (ICLR 2017), the structured self-attentive sentence embedding (``selfatt1``).
+
+    Args:
+        hops: ``r``, rows of the annotation matrix ``A`` (attention hops over the BiLSTM states).
+        att_hidden: ``d_a``, width of ``W_s1``.
+        penalty: coefficient of ``||A A^T - I||_F^2`` added to the loss (per sentence, averaged).
+    """
+
+    hops: int = 4
+    att_hidden: int = 100
+    penalty: float = 1.0
+
+    def validate(self) -> None:
+        if self.hops < 1 or self.att_hidden < 1 or self.penalty < 0:
+            raise ConfigError("model.selfatt.hops and att_hidden must be >= 1 and penalty >= 0")
+
+
+@dataclass
+class CNNOptions:
+    """Convolutional baselines: Kim (2014) for sentences, Collobert et al. (2011) for tagging.
+
+    Args:
+        widths: filter widths of the sentence CNN (Kim: 3, 4, 5), each with ``filters`` maps,
+            max-pooled over time.
+        filters: feature maps per width (Kim: 100).
+        window: the tagging CNN's window (Collobert et al.: 5 words centred on each word).
+    """
+
+    widths: list[int] = field(default_factory=lambda: [3, 4, 5])
+    filters: int = 100
+    window: int = 5
+
+    def validate(self) -> None:
+        if not self.widths or min(self.widths) < 1 or self.filters < 1 or self.window < 1 or self.window % 2 == 0:
+            raise ConfigError("model.cnn: widths and filters must be >= 1 and window an odd number >= 1")
+
+
+@dataclass
+class CN3Options:
+    """The CN3 layer's settings when it encodes translation sources (``model.cn3`` of the NMT config;
+    on sentence tasks the same settings are the flat ``model.*`` keys). See
+    :class:`cn3.encoders.cn3_encoder.CN3Encoder`.
+    """
+
+    context: Literal["lstm", "cnn", "none"] = "lstm"
+    context_layers: int = 1
+    energy_dim: int = 100
+    edge_attrs: bool = False
+    edge_dim: int = 32
+    init_range: float = 0.1

@@ -1,0 +1,142 @@
+"""One registry of sentence encoders, looked up by name from the config (fairseq style).
+
+Every encoder maps node vectors to contextual states under one interface, whatever the task level
+(a sentence, a sentence pair, tagging or the source side of translation)::
+
+    enc = build_encoder(name, EncoderArgs(...))          # explicit sizes, as PyG layers take them
+    h, info = enc(x, mask, v=None, edge_type=None)
+    # x (B, N, in_dim), mask (B, N) True at real tokens, v (B, N, attr_dim) node attributes,
+    # edge_type (B, N, N) dependency arc types (0 = no arc; see data_prep.graphs)
+    # h (B, N, enc.out_dim), zero at padding; info: {"alphas": [...], "gates": [...]} per layer where
+    # the model has them, "loss": an auxiliary loss term already weighted (Lin et al.'s penalty)
+
+Optionally an encoder has its own sentence vector (``enc.pool(h, mask, info) -> (B, enc.pool_dim)``:
+Tai et al. read the root, Lin et al. the flattened annotation matrix); otherwise heads pool ``h``.
+``reset_parameters()`` owns each encoder's initialisation (its paper's, or the standard one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from torch import nn
+
+from cn3.config import ConfigError
+from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
+
+LEVELS = ("graph", "pair", "node", "translation")
+LEVEL_NAMES = {"graph": "sentence", "pair": "pair", "node": "tagging", "translation": "translation"}
+SENTENCE_LEVELS = ("graph", "pair", "node")
+
+
+@dataclass
+class EncoderArgs:
+    """What a builder may read: sizes fixed by the data and the config, resolved by each side.
+
+    Args:
+        in_dim: width of ``x``.
+        d: the model width; every encoder but ``nbow`` (and the CNNs' feature maps) outputs it.
+        layers: depth (graph layers of CN3, self-attention layers, recurrent layers, ...).
+        heads, ff: self-attention heads and feed-forward width.
+        dropout, attention_dropout: rates.
+        norm: ``pre`` or ``post`` LayerNorm in self-attention layers.
+        attr_dim: node attribute width (0 = none); n_edge_types: dependency arc types (0 = no trees).
+        level: ``graph | pair | node | translation``.
+        positions: add sinusoidal positions before position-blind encoders (the translation model
+            adds them to its embeddings itself).
+    """
+
+    in_dim: int
+    d: int
+    layers: int = 1
+    heads: int = 4
+    ff: int = 0
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    norm: str = "pre"
+    attr_dim: int = 0
+    n_edge_types: int = 0
+    level: str = "graph"
+    positions: bool = True
+    cn3: CN3Options = field(default_factory=CN3Options)
+    hybrid: HybridOptions = field(default_factory=HybridOptions)
+    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
+    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
+    cnn: CNNOptions = field(default_factory=CNNOptions)
+
+    @property
+    def ff_width(self) -> int:
+        return self.ff or 2 * self.d
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """A registry entry.
+
+    Args:
+        name: the config value (``model.encoder``).
+        paper: the model's source, as cited in ``cn3 encoders``.
+        build: ``EncoderArgs -> nn.Module``.
+        needs_trees: reads ``edge_type`` (dependency trees): serves only data prepared with them.
+        uses_attrs: reads the node attributes ``v`` (POS, characters, spelling) when given.
+        levels: the task levels it serves.
+        default_layers: depth when the config leaves it unset.
+        paper_uniform_init: the whole model (head included) takes the paper's ``U(-r, r)`` init (CN3).
+    """
+
+    name: str
+    paper: str
+    build: Callable[[EncoderArgs], nn.Module]
+    needs_trees: bool = False
+    uses_attrs: bool = False
+    levels: tuple[str, ...] = LEVELS
+    default_layers: int = 1
+    paper_uniform_init: bool = False
+
+
+ENCODERS: dict[str, EncoderSpec] = {}
+
+
+def register(name: str, paper: str, **kwargs):
+    """Decorator registering ``build(args) -> nn.Module`` under ``name``."""
+
+    def wrap(build: Callable[[EncoderArgs], nn.Module]):
+        if name in ENCODERS:
+            raise ValueError(f"encoder {name!r} registered twice")
+        ENCODERS[name] = EncoderSpec(name, paper, build, **kwargs)
+        return build
+
+    return wrap
+
+
+def get_spec(name: str) -> EncoderSpec:
+    """The entry for ``name``; a ConfigError listing the known names otherwise."""
+    if name not in ENCODERS:
+        import difflib
+
+        close = difflib.get_close_matches(name, ENCODERS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown encoder '{name}'{hint} (known: {', '.join(ENCODERS)}; see `cn3 encoders`)")
+    return ENCODERS[name]
+
+
+def check_serves(name: str, level: str, has_trees: bool, where: str = "the data") -> EncoderSpec:
+    """Fail at config time when ``name`` cannot serve ``level`` or needs trees ``where`` lacks."""
+    spec = get_spec(name)
+    if level not in spec.levels:
+        served = ", ".join(LEVEL_NAMES[lv] for lv in spec.levels)
+        raise ConfigError(f"encoder '{name}' does not serve {LEVEL_NAMES[level]} tasks (it serves: {served})")
+    if spec.needs_trees and not has_trees:
+        raise ConfigError(f"encoder '{name}' needs dependency trees, but {where} has none: prepare the task with "
+                          "an annotator that parses (--annotator gold where the files carry trees, spacy or "
+                          "stanza), or pick an encoder that does not need trees (`cn3 encoders`)")
+    return spec
+
+
+def build_encoder(name: str, args: EncoderArgs) -> nn.Module:
+    """Build encoder ``name`` (see the module docstring for the interface)."""
+    encoder = get_spec(name).build(args)
+    if not hasattr(encoder, "out_dim"):
+        raise TypeError(f"encoder {name!r} does not declare out_dim")
+    return encoder

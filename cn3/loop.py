@@ -1,0 +1,258 @@
+"""One training loop for every model: sentence tasks (``cn3 train``) and translation (``cn3 nmt train``).
+
+A :class:`TaskAdapter` supplies what differs between tasks (the model, each epoch's batches, the
+loss of a batch, evaluation, the learning rate, what a checkpoint carries besides the common keys,
+the final report); :func:`run_loop` does the rest, identically for both:
+
+* updates with gradient clipping, progress with throughput, a log line every ``log_every`` steps;
+* ``evals_per_epoch`` evaluations per epoch, ``best.pt`` at each improvement, early stopping after
+  ``patience`` evaluations without one, ``max_steps``;
+* ``latest.pt`` every ``checkpoint_every`` steps, at every epoch end, at a stop and on Ctrl-C or
+  SIGTERM, with everything resuming needs. ``best.pt`` leaves out the optimizer and RNG states,
+  which only resuming reads.
+
+Exact resume: each epoch's batch order is a pure function of ``(seed, epoch)``; a checkpoint stores
+the weights, optimizer, every RNG stream, the epoch, the batches done in it and whether an
+evaluation was due, so ``--resume`` replays nothing and skips nothing, an interrupted evaluation
+included.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+import cn3
+from cn3.config import ConfigError
+from cn3.run_dir import RunDir
+from cn3.runtime import restore_checkpoint, rng_state, sigterm_as_interrupt
+from data_prep.atomic import atomic_torch_save
+from data_prep.console import progress
+
+
+@dataclass
+class LoopConfig:
+    """The settings every training run shares (the ``train`` section of both configs).
+
+    Args:
+        seed: seeds the model's init, dropout and each epoch's batch order.
+        epochs: at most this many passes over the training data.
+        max_steps: stop after this many updates (0 = no limit); may change on ``--resume``.
+        patience: stop after this many evaluations without a better dev score.
+        clip: gradient-norm clipping (0 = off).
+        evals_per_epoch: dev evaluations per epoch, evenly spaced (the last at the epoch's end).
+        checkpoint_every: also write ``latest.pt`` every this many updates (0 = at evaluations,
+            epoch ends, stops and Ctrl-C only).
+        log_every: a log line with loss, learning rate and throughput every this many updates
+            (0 = never; the progress bar shows them live in a terminal).
+        num_threads: torch CPU threads (0 = torch's default).
+    """
+
+    seed: int = 1
+    epochs: int = 20
+    max_steps: int = 0
+    patience: int = 5
+    clip: float = 5.0
+    evals_per_epoch: int = 1
+    checkpoint_every: int = 0
+    log_every: int = 0
+    num_threads: int = 0
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
+        for name in ("max_steps", "patience", "checkpoint_every", "log_every", "num_threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if self.evals_per_epoch < 1:
+            raise ConfigError(f"train.evals_per_epoch must be >= 1, got {self.evals_per_epoch}")
+        if self.clip < 0:
+            raise ConfigError(f"train.clip must be >= 0, got {self.clip}")
+
+
+#: Loop settings a resumed run may change (how long to go on, how often to checkpoint or log, how
+#: many CPU threads: none changes what is computed); anything else must match the run.
+RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
+                     ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every")}
+
+
+def make_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: float = 0.0,
+                   betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> torch.optim.Optimizer:
+    """``adadelta`` (the CN3 paper: rho 0.95, eps 1e-6), ``adam`` or ``sgd`` over the trainable parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if name == "adadelta":
+        return torch.optim.Adadelta(params, lr=lr, rho=0.95, eps=1e-6, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    raise ConfigError(f"unknown optimizer {name!r} (adadelta, adam, sgd)")
+
+
+class TaskAdapter(Protocol):
+    """What a task gives the loop (see the module docstring).
+
+    Attributes:
+        model: the trained module; ``evaluated``: the weights evaluation scores and ``best.pt``
+            keeps (the model itself, or its moving average).
+        optimizer: built over ``model``'s parameters.
+        unit: what the throughput counts (``items``, ``tgt tok``).
+    """
+
+    model: torch.nn.Module
+    evaluated: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    unit: str
+
+    def batches(self, epoch: int) -> list:
+        """The epoch's batches, a pure function of ``(seed, epoch)``."""
+
+    def train_step(self, batch) -> tuple[float, int]:
+        """Forward and backward on one batch: ``(summed loss, count)`` for the running mean."""
+
+    def lr(self, step: int, epoch: int) -> float:
+        """The learning rate of update ``step`` (from 1) in ``epoch`` (from 0)."""
+
+    def after_update(self) -> None:
+        """After each optimizer step (the weight average's update)."""
+
+    def evaluate(self, bar) -> tuple[float, dict, str]:
+        """``(dev score, record fields, log text)``; higher scores are better."""
+
+    def checkpoint_extra(self, full: bool) -> dict:
+        """Task keys of a checkpoint (``full``: ``latest.pt``, which resuming reads)."""
+
+    def restore(self, path: Path, device: torch.device) -> dict:
+        """Load ``latest.pt`` for ``--resume``; returns its loop state."""
+
+
+def new_state() -> dict:
+    return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
+            "best_epoch": 0, "bad_evals": 0, "eval_due": False, "seconds": 0.0}
+
+
+def restore(path: Path, adapter: TaskAdapter, device: torch.device, ema=None) -> dict:
+    """The common part of :meth:`TaskAdapter.restore`: weights, optimizer, average, RNG streams."""
+    state = new_state()
+    state.update(restore_checkpoint(path, adapter.model, adapter.optimizer, device, ema))
+    return state
+
+
+def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict, model_args: dict,
+             state: dict) -> dict:
+    """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the loop state.
+
+    ``state`` is :func:`new_state` or a resumed one. Ctrl-C (or SIGTERM) writes ``latest.pt`` and
+    re-raises ``KeyboardInterrupt``.
+    """
+    model, optimizer = adapter.model, adapter.optimizer
+
+    def checkpoint(path: Path) -> None:
+        full = path == run.latest
+        atomic_torch_save(path, {
+            "cn3_version": cn3.__version__, "config": config_dict, "model_args": model_args,
+            "model": adapter.evaluated.state_dict(),
+            "optimizer": optimizer.state_dict() if full else None,
+            "rng": rng_state() if full else None, "state": dict(state), **adapter.checkpoint_extra(full)})
+
+    def elapsed() -> float:
+        state["seconds"] = time.perf_counter() - start_time
+        return state["seconds"]
+
+    def evaluate(epoch: int, train_loss: float, bar, final: bool = False) -> None:
+        """A dev evaluation. ``final``: a stop before any evaluation wrote ``best.pt``; it writes
+        one without counting for patience (the state stays that of the uninterrupted run)."""
+        score, fields, text = adapter.evaluate(bar)
+        model.train()
+        record = {"epoch": epoch, "step": state["step"], "train_loss": round(train_loss, 4), **fields,
+                  "seconds": round(elapsed(), 1)}
+        if final:
+            record["stop"] = True
+            improved = not run.best.is_file()
+        else:
+            improved = score > state["best_score"]
+            if improved:
+                state.update(best_score=score, best_step=state["step"], best_epoch=epoch, bad_evals=0)
+            else:
+                state["bad_evals"] += 1
+        state["eval_due"] = False
+        if improved:
+            checkpoint(run.best)
+        run.append_metrics(record)
+        run.log(f"epoch {epoch} step {state['step']}: train loss {train_loss:.4f}, {text}"
+                + (" [green](best)[/]" if improved else ""))
+
+    start_time = time.perf_counter() - state["seconds"]
+    stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
+    previous_sigterm = sigterm_as_interrupt()
+    try:
+        with progress(transient=False) as bar:
+            while state["epoch"] < t.epochs and not stopped:
+                epoch = state["epoch"]
+                batches = adapter.batches(epoch)
+                eval_points = {round(len(batches) * (k + 1) / t.evals_per_epoch) for k in range(t.evals_per_epoch)}
+                task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
+                                    completed=state["batch_in_epoch"], rate="")
+                model.train()
+                loss_sum, count, tick = 0.0, 0, time.perf_counter()
+                if state["eval_due"]:  # interrupted during an evaluation: do it again
+                    evaluate(epoch + 1, float("nan"), bar)
+                    stopped = state["bad_evals"] >= t.patience
+                for b in range(state["batch_in_epoch"], len(batches)):
+                    if stopped:
+                        break
+                    optimizer.zero_grad(set_to_none=True)
+                    batch_loss, n = adapter.train_step(batches[b])
+                    if t.clip:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+                    lr = adapter.lr(state["step"] + 1, epoch)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+                    optimizer.step()
+                    adapter.after_update()
+                    state["step"] += 1
+                    state["batch_in_epoch"] = b + 1
+                    loss_sum += batch_loss
+                    count += n
+                    rate = f"loss {loss_sum / count:.3f} lr {lr:.2e} {count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s"
+                    bar.update(task, completed=b + 1, rate=rate)
+                    if t.log_every and state["step"] % t.log_every == 0:
+                        run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
+                    if b + 1 in eval_points:
+                        state["eval_due"] = True
+                        evaluate(epoch + 1, loss_sum / count, bar)
+                        if state["bad_evals"] >= t.patience:
+                            run.log(f"early stop: no better dev score in {t.patience} evaluations")
+                            stopped = True
+                    if t.max_steps and state["step"] >= t.max_steps and not stopped:
+                        stopped = True
+                        if not run.best.is_file():
+                            evaluate(epoch + 1, loss_sum / count, bar, final=True)
+                        run.log(f"stopped at train.max_steps={t.max_steps} (epoch {epoch + 1}, batch "
+                                f"{b + 1}/{len(batches)})")
+                    if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
+                        elapsed()
+                        checkpoint(run.latest)
+                bar.remove_task(task)
+                if state["batch_in_epoch"] >= len(batches):  # the epoch is complete
+                    state["epoch"] += 1
+                    state["batch_in_epoch"] = 0
+                    elapsed()
+                    checkpoint(run.latest)
+    except KeyboardInterrupt:
+        elapsed()
+        checkpoint(run.latest)
+        run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
+        raise
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    if not run.best.is_file():
+        raise ConfigError("training ended before the first evaluation: no best checkpoint")
+    return state

@@ -1,0 +1,44 @@
+"""The import direction is ``cli`` -> ``cn3`` -> ``data_prep``: a lower layer never imports a higher one.
+
+Every import statement counts, including the ones inside functions (a lazy import is still a
+dependency); the modules are parsed, not imported, so a violation is found without running it.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: For each package, the top-level packages it must not import.
+FORBIDDEN = {"data_prep": {"cn3", "cli"}, "cn3": {"cli"}}
+
+
+def imported_packages(source: str, filename: str) -> set[tuple[int, str]]:
+    """``(line, top-level package)`` of every absolute import in ``source``."""
+    found = set()
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found.update((node.lineno, alias.name.split(".")[0]) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def test_imported_packages_sees_every_kind_of_import():
+    source = "import cn3\nimport cli.main as m\ndef f():\n    from cn3.atomic import x\nfrom . import y\n"
+    assert imported_packages(source, "<test>") == {(1, "cn3"), (2, "cli"), (4, "cn3")}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_upward_imports(package):
+    modules = sorted((ROOT / package).rglob("*.py"))
+    assert modules, f"no modules found under {ROOT / package}"
+    violations = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in modules
+        for line, name in sorted(imported_packages(path.read_text(encoding="utf-8"), str(path)))
+        if name in FORBIDDEN[package]
+    ]
+    assert not violations, "\n".join(violations)
