@@ -78,11 +78,10 @@ def test_max_pool_of_a_row_without_nodes_is_zero_like_mean_pool():
     assert torch.equal(max_pool(h, mask)[0], h[0, 0])
 
 
-def test_pooled_and_pair_classifiers_shapes_and_loss():
+def test_pooled_and_pair_classifiers():
     torch.manual_seed(0)
     h = torch.randn(4, 6, 8)
     mask = torch.ones(4, 6, dtype=torch.bool)
-    y = torch.tensor([0, 1, 2, 1])
     u = mean_pool(h, mask)
     logits = PooledClassifier(8, 3, 16).eval().logits(u)
     assert logits.shape == (4, 3)

@@ -152,3 +152,34 @@ def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatc
     resumed = run("trec", data, tmp_path / "t", common, resume=True)
     straight = run("trec", data, tmp_path / "s", common)
     assert resumed["scores"] == straight["scores"]
+
+
+def test_interrupted_evaluation_is_redone_on_resume(prepared, tmp_path, monkeypatch):
+    """Ctrl-C during a dev evaluation: resuming evaluates again before training on, so the run's
+    evaluations, checkpoints and scores equal an uninterrupted run's."""
+    import cn3.trainer as trainer_module
+
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=200", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2"]
+    straight = run("trec", data, tmp_path / "s", common)
+    real_evaluate = trainer_module.evaluate_dataset
+    calls = {"n": 0}
+
+    def evaluate_then_interrupt(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the epoch-end evaluation of epoch 1
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "evaluate_dataset", evaluate_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run("trec", data, tmp_path / "t", common)
+    assert torch.load(tmp_path / "t" / "latest.pt", weights_only=False)["state"]["eval_due"]
+    monkeypatch.setattr(trainer_module, "evaluate_dataset", real_evaluate)
+    resumed = run("trec", data, tmp_path / "t", common, resume=True)
+    assert resumed["scores"] == straight["scores"]
+
+    def evaluations(path):
+        return [(r["step"], r["dev"]) for r in map(json.loads, (path / "metrics.jsonl").read_text().splitlines())]
+
+    assert evaluations(tmp_path / "t") == evaluations(tmp_path / "s")

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from cn3.encoders.registry import SENTENCE_LEVELS, EncoderArgs, register
+from cn3.layers.packed import run_packed
 
 
 class SyntacticGCNLayer(nn.Module):
@@ -133,10 +134,7 @@ class SyntacticGCN(nn.Module):
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
         if edge_type is None:
             raise ValueError("the syntactic GCN needs dependency trees (edge_type)")
-        lengths = mask.sum(1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])  # (B, N, hidden)
+        h = run_packed(self.lstm, x, mask)  # (B, N, hidden)
         gates = []
         for layer in self.layers:
             h, gate = layer(self.dropout(h), mask, edge_type)  # (B, N, hidden), (B, N, N)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from cn3.config import ConfigError
 from cn3.encoders.registry import EncoderArgs, register
 from cn3.encoders.san import SelfAttentionEncoder, check_heads
 from cn3.layers.onlstm import RecurrentStack
+from cn3.layers.packed import run_packed
 
 
 class ElmanRNN(nn.Module):
@@ -46,10 +46,7 @@ class ElmanRNN(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
-        lengths = mask.sum(1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=x.shape[1])
-        return out.masked_fill(~mask.unsqueeze(-1), 0.0), {}
+        return run_packed(self.rnn, x, mask), {}
 
 
 class RecurrentEncoder(nn.Module):

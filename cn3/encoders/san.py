@@ -14,7 +14,6 @@ memory on every step).
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from cn3.config import ConfigError

@@ -25,10 +25,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from cn3.config import ConfigError
 from cn3.encoders.registry import LEVELS, EncoderArgs, register
+from cn3.layers.packed import run_packed
 
 
 class AnnotationMatrix(nn.Module):
@@ -116,10 +116,7 @@ class StructuredSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
-        lengths = mask.sum(1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        H, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=x.shape[1])
-        H = H.masked_fill(~mask.unsqueeze(-1), 0.0)  # (B, N, 2u); an empty row's one packed step zeroed
+        H = run_packed(self.lstm, x, mask)  # (B, N, 2u)
         A = self.attention(H, mask)  # (B, r, N)
         info: dict = {"alphas": [A]}
         if self.penalty > 0:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from cn3.layers.packed import run_packed
+
 
 class BiLSTMContext(nn.Module):
     """Packed bidirectional LSTM. Shapes: ``x (B, N, d_in)``, ``mask (B, N)`` -> ``(B, N, 2*hidden)``."""
@@ -20,11 +22,7 @@ class BiLSTMContext(nn.Module):
         self.out_dim = 2 * hidden
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        lengths = mask.sum(1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-        return out  # (B, N, 2*hidden), zeros at padding
+        return run_packed(self.lstm, x, mask)  # (B, N, 2*hidden), zeros at padding
 
 
 class CNNContext(nn.Module):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from cn3.layers.packed import run_packed
 
 
 def cumax(x: Tensor, dim: int = -1) -> Tensor:
@@ -177,10 +177,7 @@ class RecurrentStack(nn.Module):
             if i:
                 x = nn.functional.dropout(x, self.dropout, self.training)
             if self.cell == "lstm":
-                packed = pack_padded_sequence(x, lengths.cpu().clamp(min=1), batch_first=True, enforce_sorted=False)
-                out, _ = layer(packed)
-                x, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-                x = x * mask.unsqueeze(-1).to(x.dtype)
+                x = run_packed(layer, x, mask)
             else:
                 outs = [layer[0](x, mask)[0]]
                 if self.bidirectional:

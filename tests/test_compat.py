@@ -1,0 +1,44 @@
+"""Run directories written by cn3 0.1.x: translation runs load under the renamed encoders; sentence runs
+of a replaced encoder fail with a message naming the version and what to do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cn3.config import ConfigError, from_dict, to_dict
+from cn3.nmt.config import NMTConfig, NMTDataConfig, NMTModelConfig
+from cn3.nmt.data import Tokenizer
+from cn3.nmt.trainer import CHECKPOINT_KIND, load_run
+from cn3.nmt.transformer import ModelArgs, Seq2Seq
+from cn3.run_dir import RunDir
+from cn3.trainer import load_model
+
+
+@pytest.mark.parametrize("old, new", [("onlstm", "onlstm_san"), ("lstm", "lstm_san")])
+def test_a_0_1_translation_run_loads_under_the_new_encoder_name(tmp_path, old, new):
+    tok = Tokenizer.train([("a red cat sits", "eine rote Katze sitzt"), ("the dog runs", "der Hund rennt")] * 20,
+                          NMTDataConfig(vocab_size=40))
+    model_cfg = from_dict(NMTModelConfig, {"encoder": new, "d_model": 16, "heads": 2, "ff": 32, "encoder_layers": 2,
+                                           "decoder_layers": 1, "rnn": {"chunk_size": 4}})
+    torch.manual_seed(0)
+    model = Seq2Seq(model_cfg, ModelArgs(tok.src_vocab, tok.tgt_vocab))
+    config = to_dict(NMTConfig(model=model_cfg))
+    config["model"]["encoder"] = old  # as 0.1.0 named it
+    run = RunDir(tmp_path)
+    torch.save({"kind": CHECKPOINT_KIND, "cn3_version": "0.1.0", "config": config,
+                "model_args": ModelArgs(tok.src_vocab, tok.tgt_vocab).__dict__, "model": model.state_dict(),
+                "spm": tok.models}, run.best)
+    loaded = load_run(tmp_path, torch.device("cpu"))
+    assert loaded.config.model.encoder == new
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in loaded.model.state_dict().items())
+
+
+@pytest.mark.parametrize("old, new", [("bilstm", "lstm"), ("gcn", "pdgraph"), ("transformer", "transformer")])
+def test_a_0_1_sentence_run_of_a_replaced_encoder_fails_clearly(tmp_path, old, new):
+    run = RunDir(tmp_path)
+    torch.save({"cn3_version": "0.1.0", "config": {"data": {"task": "trec"}, "model": {"encoder": old}}}, run.best)
+    with pytest.raises(ConfigError) as err:
+        load_model(run, torch.device("cpu"))
+    message = str(err.value)
+    assert f"cn3 0.1.0's '{old}' encoder" in message and f"--set model.encoder={new}" in message
