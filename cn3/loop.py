@@ -102,12 +102,14 @@ class TaskAdapter(Protocol):
         model: the trained module; ``evaluated``: the weights evaluation scores and ``best.pt``
             keeps (the model itself, or its moving average).
         optimizer: built over ``model``'s parameters.
+        ema: the weight average (``torch.optim.swa_utils.AveragedModel``) or ``None``.
         unit: what the throughput counts (``items``, ``tgt tok``).
     """
 
     model: torch.nn.Module
     evaluated: torch.nn.Module
     optimizer: torch.optim.Optimizer
+    ema: torch.nn.Module | None
     unit: str
 
     def batches(self, epoch: int) -> list:
@@ -128,20 +130,23 @@ class TaskAdapter(Protocol):
     def checkpoint_extra(self, full: bool) -> dict:
         """Task keys of a checkpoint (``full``: ``latest.pt``, which resuming reads)."""
 
-    def restore(self, path: Path, device: torch.device) -> dict:
-        """Load ``latest.pt`` for ``--resume``; returns its loop state."""
-
 
 def new_state() -> dict:
     return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
             "best_epoch": 0, "bad_evals": 0, "eval_due": False, "seconds": 0.0}
 
 
-def restore(path: Path, adapter: TaskAdapter, device: torch.device, ema=None) -> dict:
-    """The common part of :meth:`TaskAdapter.restore`: weights, optimizer, average, RNG streams."""
-    state = new_state()
-    state.update(restore_checkpoint(path, adapter.model, adapter.optimizer, device, ema))
-    return state
+def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device, what: str) -> dict:
+    """The loop state to start from: ``latest.pt``'s (weights, optimizer, average and RNG streams
+    restored) when resuming, else a new one; says which in the log. ``what``: the run, for the log."""
+    if resume:
+        state = new_state()
+        state.update(restore_checkpoint(run.latest, adapter.model, adapter.optimizer, device, adapter.ema))
+        run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
+                f"step {state['step']} (best dev {state['best_score']:.2f})")
+        return state
+    run.log(f"cn3 {cn3.__version__}: training {what} into {run.path}")
+    return new_state()
 
 
 def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict, model_args: dict,

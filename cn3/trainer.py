@@ -12,14 +12,13 @@ from pathlib import Path
 
 import torch
 
-import cn3
 from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
 from cn3.batching import item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import check_sentence_run
 from cn3.config import ConfigError, from_dict
-from cn3.loop import RESUMABLE_CHANGES, make_optimizer, new_state, restore, run_loop
+from cn3.loop import RESUMABLE_CHANGES, make_optimizer, run_loop, start
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
@@ -171,9 +170,6 @@ class SentenceTask:
                 "manifest": {k: m[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
                                                "fingerprint", "n_edge_types", "settings")}}
 
-    def restore(self, path: Path, device: torch.device) -> dict:
-        return restore(path, self, device, self.ema)
-
 
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
@@ -195,14 +191,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
     atomic_write_json(run.vocab, vocab_dict)
     task = SentenceTask(cfg, ds, device, vocab_dict)
-    if resume:
-        state = task.restore(run.latest, device)
-        run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
-                f"step {state['step']} (best dev {state['best_score']:.2f})")
-    else:
-        state = new_state()
-        run.log(f"cn3 {cn3.__version__}: training {cfg.model.encoder} on {ds.manifest['task']} "
-                f"({task.model.n_parameters():,} parameters, device {device}) into {run.path}")
+    state = start(task, run, resume, device, f"{cfg.model.encoder} on {ds.manifest['task']} "
+                                             f"({task.model.n_parameters():,} parameters, device {device})")
     state = run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state)
     return finish(run, ds, device, cfg, state, command)
 

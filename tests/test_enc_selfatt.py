@@ -118,14 +118,21 @@ def test_penalty_zero_for_orthogonal_one_hot_rows_positive_otherwise():
     assert annotation_penalty(spread).item() == pytest.approx(1.0)
 
 
-def test_selfatt1_padding_invariance_and_masked_attention():
-    enc = _selfatt1()
+def _padded_and_alone(enc):
+    """``enc`` on a padded batch (row 0: 3 real tokens of 6) and on row 0 alone; the states of row 0
+    must agree and be zero at its padding."""
     x = torch.randn(2, 6, 3)
     mask = _mask([3, 6], 6)
     h, info = enc(x, mask)
     h_alone, info_alone = enc(x[:1, :3], _mask([3], 3))
     assert_close(h[0, :3], h_alone[0])
     assert torch.all(h[0, 3:] == 0)
+    return x, mask, h, info, h_alone, info_alone
+
+
+def test_selfatt1_padding_invariance_and_masked_attention():
+    enc = _selfatt1()
+    x, mask, h, info, h_alone, info_alone = _padded_and_alone(enc)
     A = info["alphas"][0]
     assert_close(A[0, :, :3], info_alone["alphas"][0][0])
     assert torch.all(A[0, :, 3:] == 0)  # padded tokens get exactly zero attention
@@ -234,12 +241,7 @@ def test_lstmn_literal_four_tokens():
 
 def test_lstmn_padding_invariance_and_zero_padding():
     enc = _lstmn()
-    x = torch.randn(2, 6, 3)
-    mask = _mask([3, 6], 6)
-    h, info = enc(x, mask)
-    h_alone, info_alone = enc(x[:1, :3], _mask([3], 3))
-    assert_close(h[0, :3], h_alone[0])
-    assert torch.all(h[0, 3:] == 0)
+    x, mask, h, info, h_alone, info_alone = _padded_and_alone(enc)
     S = info["alphas"][0]
     assert_close(S[0, :3, :3], info_alone["alphas"][0][0])
     assert torch.all(S[0, 3:] == 0) and torch.all(S[0, :, 3:] == 0)

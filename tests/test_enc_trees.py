@@ -96,17 +96,24 @@ def test_treelstm_matches_hand_run_equations_on_a_forest_of_depths():
     assert_close(model.pool(h, mask, info), torch.stack([h[0, 1], h[1, 0], h[2, 2]]))
 
 
-def test_treelstm_padding_invariance_and_zero_padding():
-    torch.manual_seed(1)
-    model = ChildSumTreeLSTM(3, 4).double()
+def _padded_and_alone(model):
+    """``model`` on the 3-node tree batched with a 5-node one, and on the 3-node tree alone; the
+    3-node tree's states must agree and be zero at its padding."""
     x = torch.randn(2, 5, 3, dtype=torch.float64)
     edge_type, mask = batch(THREE, BUSHY)
     h, info = model(x, mask, edge_type=edge_type)
     alone_et, alone_mask = batch(THREE)
     h_alone, info_alone = model(x[:1, :3], alone_mask, edge_type=alone_et)
     assert_close(h[0, :3], h_alone[0])
-    assert_close(model.pool(h, mask, info)[0], model.pool(h_alone, alone_mask, info_alone)[0])
     assert h[0, 3:].abs().max() == 0
+    return mask, h, info, alone_mask, h_alone, info_alone
+
+
+def test_treelstm_padding_invariance_and_zero_padding():
+    torch.manual_seed(1)
+    model = ChildSumTreeLSTM(3, 4).double()
+    mask, h, info, alone_mask, h_alone, info_alone = _padded_and_alone(model)
+    assert_close(model.pool(h, mask, info)[0], model.pool(h_alone, alone_mask, info_alone)[0])
 
 
 def test_treelstm_rejects_a_sentence_without_root():
@@ -222,13 +229,7 @@ def test_gcn_direction_matters():
 def test_gcn_padding_invariance_and_zero_padding():
     torch.manual_seed(6)
     enc = SyntacticGCN(3, 6, N_EDGE_TYPES, layers=2).double()
-    x = torch.randn(2, 5, 3, dtype=torch.float64)
-    edge_type, mask = batch(THREE, BUSHY)
-    h, info = enc(x, mask, edge_type=edge_type)
-    alone_et, alone_mask = batch(THREE)
-    h_alone, info_alone = enc(x[:1, :3], alone_mask, edge_type=alone_et)
-    assert_close(h[0, :3], h_alone[0])
-    assert h[0, 3:].abs().max() == 0
+    mask, h, info, alone_mask, h_alone, info_alone = _padded_and_alone(enc)
     assert len(info["gates"]) == 2
     assert_close(info["gates"][1][0, :3, :3], info_alone["gates"][1][0])
     assert info["gates"][0][0, 3:].abs().max() == 0 and info["gates"][0][0, :, 3:].abs().max() == 0

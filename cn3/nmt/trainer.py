@@ -28,12 +28,11 @@ from pathlib import Path
 
 import torch
 
-import cn3
 from cn3.bucketing import bucketed_batches
 from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
 from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
-from cn3.loop import make_optimizer, new_state, restore, run_loop
+from cn3.loop import make_optimizer, run_loop, start
 from cn3.nmt.config import NMTConfig, config_from_dict
 from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.search import translate_lines
@@ -177,6 +176,7 @@ class TranslationTask:
         seed_everything(t.seed)
         self.args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
         self.model = self.evaluated = Seq2Seq(cfg.model, self.args).to(device)
+        self.ema = None
         self.optimizer = make_optimizer(self.model, "adam", t.lr, t.l2, betas=(0.9, 0.98), eps=1e-9)
         self.lengths = token_lengths(train_data)
 
@@ -215,9 +215,6 @@ class TranslationTask:
                 "data": {"corpus": _corpus_name(self.cfg), "train_pairs": len(self.train_data),
                          "skipped": self.train_data.skipped}}
 
-    def restore(self, path: Path, device: torch.device) -> dict:
-        return restore(path, self, device)
-
 
 def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_name: str = "auto") -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
@@ -233,16 +230,10 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     if not len(train_data):
         raise ConfigError(f"no training pair is within data.max_len={cfg.data.max_len} subwords")
     task = TranslationTask(cfg, tok, train_data, val_data, val_pairs, device)
-    if resume:
-        state = task.restore(run.latest, device)
-        run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
-                f"step {state['step']} (best dev BLEU {state['best_score']:.2f})")
-    else:
-        state = new_state()
-        run.log(f"cn3 {cn3.__version__}: training nmt/{cfg.model.encoder} on {_corpus_name(cfg)} "
-                f"({len(train_data):,} pairs, {train_data.skipped:,} skipped by length; {len(val_pairs):,} dev pairs; "
-                f"vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; {task.model.n_parameters():,} parameters; "
-                f"device {device}) into {run.path}")
+    state = start(task, run, resume, device,
+                  f"nmt/{cfg.model.encoder} on {_corpus_name(cfg)} ({len(train_data):,} pairs, {train_data.skipped:,} "
+                  f"skipped by length; {len(val_pairs):,} dev pairs; vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; "
+                  f"{task.model.n_parameters():,} parameters; device {device})")
     state = run_loop(task, t, run, config_dict, task.args.__dict__, state)
     return finish(run, cfg, device, state)
 
