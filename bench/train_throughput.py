@@ -57,7 +57,7 @@ def main() -> None:
     lengths = item_lengths(ds.splits["train"])
     batches = bucketed_batches(lengths, cfg.train.batch_size, shuffle=True, seed=0)[: args.warmup + args.steps]
     cn3_rate = pairs_per_second(cfg, ds, batches, args.warmup)
-    ablation = resolve_config("snli", None, {}, ["model.encoder=bilstm"])
+    ablation = resolve_config("snli", None, {}, ["model.encoder=lstm"])
     lstm_rate = pairs_per_second(ablation, ds, batches, args.warmup)
     print(f"SNLI training, batch {cfg.train.batch_size}, {args.steps} steps, {args.threads} threads:")
     print(f"  CN3 (snli.yaml)           {cn3_rate:7,.0f} pairs/s  (target >= 600)")

@@ -133,7 +133,7 @@ class TaskAdapter(Protocol):
 
 def new_state() -> dict:
     return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
-            "best_epoch": 0, "bad_evals": 0, "eval_due": False, "seconds": 0.0}
+            "best_epoch": 0, "bad_evals": 0, "eval_due": False, "eval_train_loss": 0.0, "seconds": 0.0}
 
 
 def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device, what: str) -> dict:
@@ -207,7 +207,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                 model.train()
                 loss_sum, count, tick = 0.0, 0, time.perf_counter()
                 if state["eval_due"]:  # interrupted during an evaluation: do it again
-                    evaluate(epoch + 1, float("nan"), bar)
+                    evaluate(epoch + 1, state["eval_train_loss"], bar)
                     stopped = state["bad_evals"] >= t.patience
                 for b in range(state["batch_in_epoch"], len(batches)):
                     if stopped:
@@ -230,7 +230,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     if t.log_every and state["step"] % t.log_every == 0:
                         run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
                     if b + 1 in eval_points:
-                        state["eval_due"] = True
+                        state.update(eval_due=True, eval_train_loss=loss_sum / count)
                         evaluate(epoch + 1, loss_sum / count, bar)
                         if state["bad_evals"] >= t.patience:
                             run.log(f"early stop: no better dev score in {t.patience} evaluations")
