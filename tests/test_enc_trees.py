@@ -123,6 +123,23 @@ def test_treelstm_rejects_a_sentence_without_root():
         ChildSumTreeLSTM(3, 4)(torch.randn(2, 4, 3), mask, edge_type=edge_type)
 
 
+def test_treelstm_on_a_forest_pools_the_mean_of_its_roots():
+    """A tree cut at max_len (or a text of several parsed sentences) is a forest: each tree is
+    computed on its own and the sentence vector is the mean of the roots' states."""
+    torch.manual_seed(3)
+    model = ChildSumTreeLSTM(3, 4).double().eval()
+    forest = ([1, -1, -1, 2], [0, 2, 2, 1])  # trees {0 <- 1} and {2 -> 3}
+    edge_type, mask = batch(forest)
+    x = torch.randn(1, 4, 3, dtype=torch.float64)
+    h, info = model(x, mask, edge_type=edge_type)
+    edges_a, mask_a = batch(([1, -1], [0, 2]))
+    edges_b, mask_b = batch(([-1, 0], [2, 1]))
+    first, _ = model(x[:, :2], mask_a, edge_type=edges_a)
+    second, _ = model(x[:, 2:], mask_b, edge_type=edges_b)
+    assert_close(h[0], torch.cat([first[0], second[0]]))  # the trees do not see each other
+    assert_close(model.pool(h, mask, info)[0], (h[0, 1] + h[0, 2]) / 2)
+
+
 def test_treelstm_rejects_a_cycle():
     edge_type, mask = batch(CHAIN)
     edge_type[0, 1, 0] = 0  # 1's head becomes 2, whose head is still 1: a cycle cut off from the root

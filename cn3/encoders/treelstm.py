@@ -88,7 +88,7 @@ class ChildSumTreeLSTM(nn.Module):
 
     Shapes:
         ``x (B, N, in_dim)``, ``mask (B, N)``, ``edge_type (B, N, N)`` -> ``h (B, N, hidden)``;
-        ``info["root"] (B,)`` index of each sentence's root.
+        ``info["root"] (B,)`` index of each sentence's (first) root, ``info["roots"] (B, N)`` all roots.
     """
 
     def __init__(self, in_dim: int, hidden: int, dropout: float = 0.0):
@@ -115,11 +115,10 @@ class ChildSumTreeLSTM(nn.Module):
         head = heads_from_edge_types(edge_type, mask)  # (B, N)
         is_root = (edge_type.diagonal(dim1=1, dim2=2) % 2 == 1) & mask  # (B, N): odd self-loop
         n_roots = is_root.sum(1)  # (B,)
-        if (n_roots != 1).any():
-            b = (n_roots != 1).nonzero()[0].item()
-            found = "no root" if n_roots[b] == 0 else f"{n_roots[b].item()} roots"
-            raise ValueError(f"sentence {b} has {found} (an odd self-loop edge_type[b, i, i] marks the root); "
-                             "the child-sum Tree-LSTM needs exactly one dependency tree per sentence")
+        if ((n_roots == 0) & mask.any(1)).any():
+            b = ((n_roots == 0) & mask.any(1)).nonzero()[0].item()
+            raise ValueError(f"sentence {b} has no root (an odd self-loop edge_type[b, i, i] marks the root); "
+                             "the child-sum Tree-LSTM needs a dependency tree per sentence")
         misplaced = ((head >= 0) == is_root) & mask  # (B, N): a root with a head, or a non-root without one
         if misplaced.any():
             b, i = misplaced.nonzero()[0].tolist()
@@ -149,11 +148,16 @@ class ChildSumTreeLSTM(nn.Module):
                 h_sum = h_sum.index_add(0, parent, h)
                 fc_sum = fc_sum.index_add(0, parent, f * c)
         h_out = self.dropout(h_all.view(bsz, n, self.hidden))  # (B, N, h), zero at padding
-        return h_out, {"root": is_root.long().argmax(1)}
+        return h_out, {"root": is_root.long().argmax(1), "roots": is_root}
 
     def pool(self, h: Tensor, mask: Tensor, info: dict) -> Tensor:
-        """The root's state ``(B, hidden)``: Tai et al. classify a sentence from its root."""
-        return h[torch.arange(h.shape[0], device=h.device), info["root"]]
+        """The root's state ``(B, hidden)``: Tai et al. classify a sentence from its root.
+
+        A forest (several roots: a text of several sentences parsed one by one, or a tree cut at
+        ``max_len``, whose orphaned words become roots) gives the mean of its roots' states.
+        """
+        roots = info["roots"].unsqueeze(-1).to(h.dtype)  # (B, N, 1)
+        return (h * roots).sum(1) / roots.sum(1).clamp(min=1.0)
 
 
 @register("treelstm", "Tai et al. 2015 (child-sum Tree-LSTM)", needs_trees=True, levels=SENTENCE_LEVELS,
