@@ -7,9 +7,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cn3.batching import item_lengths, make_batch
-from cn3.bucketing import bucketed_batches
 from cn3.models.crf_marginals import crf_marginals
+from cn3.trainer import scored_batches
 from data_prep.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
@@ -110,28 +109,20 @@ def probabilities(model, batch, out) -> Tensor:
     return out.logits.softmax(-1)  # (B, K)
 
 
-@torch.no_grad()
 def predict_with_probabilities(model, dataset, device: torch.device, batch_size: int = 128) -> tuple[list, list]:
     """Predictions and their probabilities for every item of ``dataset``, in dataset order.
 
     Returns ``(predictions, probs)``: per item a class id and a list of ``K`` class probabilities, or
     a list of tag ids (the Viterbi path) and per token a list of ``T`` tag marginals.
     """
-    model.eval()
-    lengths = item_lengths(dataset)
     preds: list = [None] * len(dataset)
     probs: list = [None] * len(dataset)
-    for indices in bucketed_batches(lengths, batch_size, shuffle=False):
-        batch = make_batch(dataset, indices).to(device)
-        out = model(batch, with_loss=False)
+    for batch, out, rows in scored_batches(model, dataset, device, batch_size):
         p = probabilities(model, batch, out).cpu()
-        for row, i in enumerate(indices):
-            if model.args.level == "node":
-                preds[i] = out.pred[row, : lengths[i]].tolist()
-                probs[i] = p[row, : lengths[i]].tolist()
-            else:
-                preds[i] = int(out.pred[row])
-                probs[i] = p[row].tolist()
+        for row, i, n in rows:
+            node = model.args.level == "node"
+            preds[i] = out.pred[row, :n].tolist() if node else int(out.pred[row])
+            probs[i] = p[row, :n].tolist() if node else p[row].tolist()
     return preds, probs
 
 

@@ -76,7 +76,17 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
     return LoadedModel(model, config, vocabs, ckpt["manifest"], ckpt)
 
 
-@torch.no_grad()
+def scored_batches(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128):
+    """The model's outputs over ``dataset`` in length-sorted batches, in eval mode and without
+    gradients: yields ``(batch, out, rows)`` where ``rows`` pairs each row with its item and length."""
+    model.eval()
+    lengths = item_lengths(dataset)
+    with torch.no_grad():
+        for indices in bucketed_batches(lengths, batch_size, shuffle=False):
+            batch = make_batch(dataset, indices).to(device)
+            yield batch, model(batch, with_loss=False), [(row, i, lengths[i]) for row, i in enumerate(indices)]
+
+
 def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128,
             keep_info: bool = False) -> tuple[list, list]:
     """Predictions for every item of ``dataset`` in dataset order: class ids, or tag-id lists.
@@ -84,21 +94,13 @@ def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size
     Returns ``(predictions, infos)``; ``infos`` holds each batch's attention/gate outputs when
     ``keep_info`` (for visualisation), else is empty.
     """
-    model.eval()
-    lengths = item_lengths(dataset)
     preds: list = [None] * len(dataset)
     infos = []
-    for indices in bucketed_batches(lengths, batch_size, shuffle=False):
-        batch = make_batch(dataset, indices).to(device)
-        out = model(batch, with_loss=False)
-        if model.args.level == "node":
-            for row, i in enumerate(indices):
-                preds[i] = out.pred[row, : lengths[i]].tolist()
-        else:
-            for row, i in enumerate(indices):
-                preds[i] = int(out.pred[row])
+    for batch, out, rows in scored_batches(model, dataset, device, batch_size):
+        for row, i, n in rows:
+            preds[i] = out.pred[row, :n].tolist() if model.args.level == "node" else int(out.pred[row])
         if keep_info:
-            infos.append((indices, out.info))
+            infos.append(([i for _, i, _ in rows], out.info))
     return preds, infos
 
 
