@@ -130,6 +130,9 @@ class TaskAdapter(Protocol):
     def checkpoint_extra(self, full: bool) -> dict:
         """Task keys of a checkpoint (``full``: ``latest.pt``, which resuming reads)."""
 
+    def report(self, run: RunDir, state: dict) -> dict:
+        """The final scores of the best checkpoint: ``results.json`` and the table."""
+
 
 def new_state() -> dict:
     return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
@@ -151,7 +154,7 @@ def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device,
 
 def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict, model_args: dict,
              state: dict) -> dict:
-    """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the loop state.
+    """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the adapter's final report.
 
     ``state`` is :func:`new_state` or a resumed one. Ctrl-C (or SIGTERM) writes ``latest.pt`` and
     re-raises ``KeyboardInterrupt``.
@@ -260,4 +263,4 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
             signal.signal(signal.SIGTERM, previous_sigterm)
     if not run.best.is_file():
         raise ConfigError("training ended before the first evaluation: no best checkpoint")
-    return state
+    return adapter.report(run, state)

@@ -122,9 +122,10 @@ class SentenceTask:
 
     unit = "items"
 
-    def __init__(self, cfg: RunConfig, ds, device: torch.device, vocab_dict: dict):
+    def __init__(self, cfg: RunConfig, ds, device: torch.device, vocab_dict: dict, command: str | None = None):
         t = cfg.train
         self.cfg, self.ds, self.device, self.vocab_dict = cfg, ds, device, vocab_dict
+        self.command = command  # the command line that started the run, for results.json
         seed_everything(t.seed)
         self.args = model_args_from_dataset(ds)
         self.model = SentenceGraphModel(cfg.model, self.args, ds.embeddings).to(device)
@@ -163,6 +164,9 @@ class SentenceTask:
                                self.ds.manifest.get("tag_scheme"), self.device, self.cfg.train.eval_batch_size)
         return dev["score"], {"dev": dev["score"], "metric": dev["metric"]}, f"dev {dev['metric']} {dev['score']:.2f}"
 
+    def report(self, run: RunDir, state: dict) -> dict:
+        return finish(run, self.ds, self.device, self.cfg, state, self.command)
+
     def checkpoint_extra(self, full: bool) -> dict:
         # "model" (written by the loop) is what evaluation uses, the average under train.ema; the raw
         # weights that training goes on from are kept beside it only when they differ.
@@ -192,11 +196,10 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     run.create(config_dict, resume)
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
     atomic_write_json(run.vocab, vocab_dict)
-    task = SentenceTask(cfg, ds, device, vocab_dict)
+    task = SentenceTask(cfg, ds, device, vocab_dict, command)
     state = start(task, run, resume, device, f"{cfg.model.encoder} on {ds.manifest['task']} "
                                              f"({task.model.n_parameters():,} parameters, device {device})")
-    state = run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state)
-    return finish(run, ds, device, cfg, state, command)
+    return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state)
 
 
 def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:

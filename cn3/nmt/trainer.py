@@ -207,6 +207,9 @@ class TranslationTask:
         return bleu, {"dev_loss": round(val_loss, 4), "dev_bleu": round(bleu, 2)}, \
             f"dev loss {val_loss:.3f} (ppl {ppl:.1f}), dev BLEU {bleu:.2f}"
 
+    def report(self, run: RunDir, state: dict) -> dict:
+        return finish(run, self.cfg, self.device, state)
+
     def checkpoint_extra(self, full: bool) -> dict:
         t = self.cfg.train
         return {"kind": CHECKPOINT_KIND, "format": 1,
@@ -234,8 +237,7 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
                   f"nmt/{cfg.model.encoder} on {_corpus_name(cfg)} ({len(train_data):,} pairs, {train_data.skipped:,} "
                   f"skipped by length; {len(val_pairs):,} dev pairs; vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; "
                   f"{task.model.n_parameters():,} parameters; device {device})")
-    state = run_loop(task, t, run, config_dict, task.args.__dict__, state)
-    return finish(run, cfg, device, state)
+    return run_loop(task, t, run, config_dict, task.args.__dict__, state)
 
 
 def _corpus_name(cfg: NMTConfig) -> str:
