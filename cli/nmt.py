@@ -35,8 +35,8 @@ def default_run_dir(cfg) -> Path:
 
 @nmt_app.command("train")
 def train_command(
-    encoder: Encoder = typer.Option(None, "--encoder", "-e", help="Encoder stack (default: the config's, "
-                                    "transformer)."),
+    encoder: Encoder = typer.Option(None, "--encoder", "-e", help="Source encoder, any of `cn3 encoders` "
+                                    "that serves translation (default: the config's, transformer)."),
     config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
                                 help="YAML run config (default: cn3/configs/nmt/small.yaml, shipped with cn3)."),
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "

@@ -1,1 +1,1 @@
-"""Models: node encoders, sentence encoders and heads."""
+"""Models: node encoders, the sentence model (node encoder -> zoo encoder -> head), heads, CRF marginals."""

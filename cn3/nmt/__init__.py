@@ -1,14 +1,12 @@
-"""Neural machine translation: a Transformer with pluggable encoders (``cn3 nmt``).
+"""Neural machine translation: a Transformer decoder over any source encoder of the zoo (``cn3 nmt``).
 
 * :mod:`cn3.nmt.config` — the run config (data / model / train sections).
-* :mod:`cn3.nmt.data` — parallel files, splits, sentencepiece BPE, token batching.
-* :mod:`cn3.layers.transformer` — attention on the shared kernel (:mod:`cn3.attention`), encoder/decoder layers.
-* :mod:`cn3.layers.hybrid_attention` — local/global attention (Xu et al., ACL 2019).
-* :mod:`cn3.layers.onlstm` — ON-LSTM (Shen et al., 2019) and padding-aware recurrent stacks.
-* :mod:`cn3.nmt.encoders` — the registry ``transformer | hybrid | local | onlstm | lstm``
-  (ON-LSTM + self-attention: Hao et al., 2019).
-* :mod:`cn3.nmt.transformer` — the encoder-decoder model and its loss.
+* :mod:`cn3.nmt.data` — parallel files, splits, sentencepiece BPE, padded batches.
+* :mod:`cn3.nmt.transformer` — the encoder-decoder model and its loss; the source encoder comes from
+  :mod:`cn3.encoders` (``transformer``, ``hybrid``/``local`` of Xu et al., ``onlstm_san``/``lstm_san``
+  of Hao et al., ``cn3``, and the other baselines), the layers from :mod:`cn3.layers`.
 * :mod:`cn3.nmt.search` — greedy and beam search, translation of raw lines.
-* :mod:`cn3.nmt.trainer` — training with exact resume, scoring with sacreBLEU.
+* :mod:`cn3.nmt.trainer` — the translation task on the shared training loop (:mod:`cn3.loop`),
+  scoring with sacreBLEU.
 * :mod:`cn3.nmt.analysis` — hybrid gates per layer and per source-word POS tag.
 """
