@@ -17,9 +17,24 @@ NMT_RENAMED = {"onlstm": "onlstm_san", "lstm": "lstm_san"}
 SENTENCE_REPLACED = {"bilstm": "lstm", "gcn": "pdgraph", "transformer": "transformer", "cnn": "cnn"}
 
 
-def _older_than_0_2(version: str | None) -> bool:
+def _release(version: str | None) -> tuple[int, int]:
     major, minor = (int(part) for part in (version or "0.1").split(".")[:2])
-    return (major, minor) < (0, 2)
+    return major, minor
+
+
+def _older_than_0_2(version: str | None) -> bool:
+    return _release(version) < (0, 2)
+
+
+def check_resumable(version: str | None, path) -> None:
+    """Resuming is exact only within one release: another one may build other models or batch
+    orders (0.2.0 changed the sentence heads' dropout and the translation batches)."""
+    from cn3 import __version__
+
+    if _release(version) != _release(__version__):
+        raise ConfigError(f"cannot resume {path}: it was written by cn3 {version or '0.1'}, and this is cn3 "
+                          f"{__version__}, whose models or batch orders differ; evaluate or translate the run as "
+                          "it is, or start a new run")
 
 
 def upgrade_nmt_config(config: dict, version: str | None) -> dict:

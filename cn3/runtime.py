@@ -15,6 +15,7 @@ import torch
 import yaml
 
 from cn3.averaging import load_ema_state
+from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.run_dir import RunDir
 
@@ -54,6 +55,7 @@ def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Opti
     Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
     """
     ckpt = torch.load(path, map_location=device, weights_only=False)
+    check_resumable(ckpt.get("cn3_version"), path)
     load_ema_state(ckpt, ema, model)
     optimizer.load_state_dict(ckpt["optimizer"])
     set_rng_state(ckpt["rng"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import cn3
+
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.nmt.config import NMTConfig, NMTDataConfig, NMTModelConfig
 from cn3.nmt.data import Tokenizer
@@ -42,3 +44,11 @@ def test_a_0_1_sentence_run_of_a_replaced_encoder_fails_clearly(tmp_path, old, n
         load_model(run, torch.device("cpu"))
     message = str(err.value)
     assert f"cn3 0.1.0's '{old}' encoder" in message and f"--set model.encoder={new}" in message
+
+
+def test_a_run_of_another_release_is_not_resumed(tmp_path):
+    from cn3.compat import check_resumable
+
+    check_resumable(cn3.__version__, tmp_path / "latest.pt")  # the same release resumes
+    with pytest.raises(ConfigError, match=r"written by cn3 0\.1\.0.*start a new run"):
+        check_resumable("0.1.0", tmp_path / "latest.pt")
