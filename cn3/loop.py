@@ -196,6 +196,12 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         run.log(f"epoch {epoch} step {state['step']}: train loss {train_loss:.4f}, {text}"
                 + (" [green](best)[/]" if improved else ""))
 
+    def patience_exhausted() -> bool:
+        if state["bad_evals"] >= t.patience:
+            run.log(f"early stop: no better dev score in {t.patience} evaluations")
+            return True
+        return False
+
     start_time = time.perf_counter() - state["seconds"]
     stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
     previous_sigterm = sigterm_as_interrupt()
@@ -211,7 +217,10 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                 loss_sum, count, tick = 0.0, 0, time.perf_counter()
                 if state["eval_due"]:  # interrupted during an evaluation: do it again
                     evaluate(epoch + 1, state["eval_train_loss"], bar)
-                    stopped = state["bad_evals"] >= t.patience
+                    stopped = patience_exhausted()
+                    if stopped:
+                        elapsed()
+                        checkpoint(run.latest)
                 for b in range(state["batch_in_epoch"], len(batches)):
                     if stopped:
                         break
@@ -235,9 +244,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     if b + 1 in eval_points:
                         state.update(eval_due=True, eval_train_loss=loss_sum / count)
                         evaluate(epoch + 1, loss_sum / count, bar)
-                        if state["bad_evals"] >= t.patience:
-                            run.log(f"early stop: no better dev score in {t.patience} evaluations")
-                            stopped = True
+                        stopped = patience_exhausted()
                     if t.max_steps and state["step"] >= t.max_steps and not stopped:
                         stopped = True
                         if not run.best.is_file():
