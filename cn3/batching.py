@@ -1,4 +1,4 @@
-"""From a prepared store to padded dense tensors, and length-bucketed batch orders.
+"""From a prepared store to padded dense tensors (batch orders: :mod:`cn3.bucketing`).
 
 A batch is gathered straight from the columnar store (see :mod:`data_prep.store`) and densified
 with PyG's ``to_dense_batch`` (node attributes) and ``to_dense_adj`` (the edge-type matrix

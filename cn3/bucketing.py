@@ -24,11 +24,11 @@ def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: i
         pool: pools of ``pool * batch_size`` items are sorted separately (0, or ``batch_size`` 0:
             one pool, the whole data sorted, as translation batches by tokens).
     """
+    if not batch_size and not max_tokens:
+        raise ValueError("bucketed_batches needs batch_size or max_tokens")
     generator = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(lengths), generator=generator).tolist() if shuffle else list(range(len(lengths)))
     batches: list[list[int]] = []
-    if not batch_size and not max_tokens:
-        raise ValueError("bucketed_batches needs batch_size or max_tokens")
     step = pool * batch_size if pool and batch_size else max(len(order), 1)
     for start in range(0, len(order), step):
         chunk = sorted(order[start : start + step], key=lambda i: lengths[i])

@@ -178,7 +178,8 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         one without counting for patience (the state stays that of the uninterrupted run)."""
         score, fields, text = adapter.evaluate(bar)
         model.train()
-        record = {"epoch": epoch, "step": state["step"], "train_loss": round(train_loss, 4), **fields,
+        record = {"epoch": epoch, "batch": state["batch_in_epoch"], "step": state["step"],
+                  "train_loss": round(train_loss, 4), **fields,
                   "seconds": round(elapsed(), 1)}
         if final:
             record["stop"] = True
@@ -251,7 +252,8 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                             evaluate(epoch + 1, loss_sum / count, bar, final=True)
                         run.log(f"stopped at train.max_steps={t.max_steps} (epoch {epoch + 1}, batch "
                                 f"{b + 1}/{len(batches)})")
-                    if stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0):
+                    due = stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0)
+                    if due and b + 1 < len(batches):  # the epoch's end writes latest.pt just below
                         elapsed()
                         checkpoint(run.latest)
                 bar.remove_task(task)
