@@ -5,7 +5,8 @@ import itertools
 import pytest
 import torch
 
-from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier, max_pool, mean_pool
+from cn3.layers.pooling import max_pool, mean_pool
+from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier
 
 
 def brute_force_log_likelihood(head: CRFHead, h, length, tags):

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cn3.encoders.registry import LEVELS, EncoderArgs, register
+from cn3.layers.pooling import max_pool
 
 
 def _zero_padding(x: Tensor, mask: Tensor) -> Tensor:
@@ -80,8 +81,7 @@ class KimCNN(nn.Module):
     def pool(self, h: Tensor, mask: Tensor, info: dict) -> Tensor:
         """Max over time ``ĉ = max{c}`` over the real positions only; a row without real tokens pools
         to zeros (not ``-inf``, which the head would turn into NaN)."""
-        pooled = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)  # (B, out_dim)
-        return pooled.masked_fill(~mask.any(1, keepdim=True), 0.0)
+        return max_pool(h, mask)  # (B, out_dim)
 
 
 class WindowCNN(nn.Module):

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from cn3.attention import masked_softmax
 from cn3.config import ConfigError
 from cn3.encoders.registry import LEVELS, EncoderArgs, register
 from cn3.layers.packed import run_packed
@@ -60,10 +61,7 @@ class AnnotationMatrix(nn.Module):
     def forward(self, H: Tensor, mask: Tensor) -> Tensor:
         hidden = torch.tanh(self.ws1(F.dropout(H, self.dropout, self.training)))  # (B, N, d_a)
         scores = self.ws2(F.dropout(hidden, self.dropout, self.training)).transpose(1, 2)  # (B, r, N)
-        # The most negative finite value rather than -inf: an empty sentence then gives a finite
-        # (uniform) row instead of NaN, and the final product zeroes it like every padded entry.
-        scores = scores.masked_fill(~mask.unsqueeze(1), torch.finfo(scores.dtype).min)
-        return F.softmax(scores, dim=-1) * mask.unsqueeze(1).to(scores.dtype)  # A (B, r, N)
+        return masked_softmax(scores, mask)  # A (B, r, N): the shared kernel, padded keys and empty rows 0
 
 
 def annotation_penalty(A: Tensor) -> Tensor:

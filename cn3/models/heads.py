@@ -1,29 +1,10 @@
-"""Task heads: CRF for tagging, MLP + softmax over a sentence vector, matching MLP for pairs;
-and the mean/max pooling that makes a sentence vector from node states."""
+"""Task heads: CRF for tagging, MLP + softmax over a sentence vector, matching MLP for pairs."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 from torchcrf import CRF
-
-
-def mean_pool(h: Tensor, mask: Tensor) -> Tensor:
-    """Average of the real nodes. Shapes: ``h (B, N, d)``, ``mask (B, N)`` -> ``(B, d)``."""
-    keep = mask.unsqueeze(-1).to(h.dtype)
-    return (h * keep).sum(1) / keep.sum(1).clamp(min=1.0)
-
-
-def max_pool(h: Tensor, mask: Tensor) -> Tensor:
-    """Element-wise maximum over the real nodes (InferSent's BiLSTM-max). ``(B, N, d)``, ``(B, N)`` -> ``(B, d)``.
-
-    A row without real nodes pools to zeros, as in :func:`mean_pool`, not ``-inf`` (which the MLP turns into NaN).
-    """
-    pooled = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)  # (B, d)
-    return pooled.masked_fill(~mask.any(1, keepdim=True), 0.0)
-
-
-POOLS = {"mean": mean_pool, "max": max_pool}
 
 
 def _reset(module: nn.Module, uniform_range: float | None) -> None:

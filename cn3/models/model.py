@@ -17,7 +17,8 @@ from torch import Tensor, nn
 from cn3.batching import GraphBatch
 from cn3.encoders import EncoderArgs, build_encoder, check_serves
 from cn3.encoders.options import CN3Options
-from cn3.models.heads import POOLS, CRFHead, PairClassifier, PooledClassifier
+from cn3.layers.pooling import POOLS
+from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier
 from cn3.models.node_encoder import NodeEncoder, NodeEncoderSizes
 from cn3.run_config import ModelConfig
 
