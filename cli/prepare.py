@@ -46,9 +46,6 @@ def prepare_command(
     char_len: int = typer.Option(20, "--char-len", min=1, help="Characters kept per word."),
     embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False,
                                     help="GloVe/word2vec vectors to store for the vocabulary (and report OOV)."),
-    vectors_vocab: bool = typer.Option(True, "--vectors-vocab/--train-vocab-only",
-                                       help="With --embeddings: words of any split that have a vector keep it "
-                                            "(else dev/test words unseen in train become <unk>)."),
     stanza_dir: Path = typer.Option(None, "--stanza-dir", envvar="STANZA_RESOURCES_DIR",
                                     help="Local stanza model directory (no downloads happen)."),
     fold: int = typer.Option(0, "--fold", min=0, help="Test fold for tasks without an official split."),
@@ -69,8 +66,9 @@ def prepare_command(
 
     Each sentence becomes a graph whose nodes are words (word, lower-cased word, POS, characters,
     spelling, position) and whose edges carry the dependency relation and direction. Vocabularies
-    come from the train split, plus (with --embeddings) the words of any split that have a pretrained
-    vector. Re-running with the same inputs and settings does nothing.
+    come from the train split alone; with --embeddings, a dev/test word outside the vocabulary keeps
+    its pretrained vector (stored beside its split, never trained), as new text does at `cn3 evaluate
+    --file` and `cn3 predict`. Re-running with the same inputs and settings does nothing.
 
     Examples:
 
@@ -88,7 +86,6 @@ def prepare_command(
                           files=files, format=fmt.value if fmt else None, columns=columns)
     settings = PrepareSettings(task=task.value, data=data, out=out, annotator=annotator.value if annotator else None,
                                max_len=max_len, min_freq=min_freq, char_len=char_len, embeddings=embeddings,
-                               vectors_vocab=vectors_vocab,
                                stanza_dir=stanza_dir, options=options, force=force, workers=workers)
     with user_errors():
         result = prepare(settings)

@@ -26,8 +26,8 @@ def print_summary(manifest: dict, out, up_to_date: bool) -> None:
 
     with_emb = manifest.get("embeddings") is not None
     table = Table(title="splits", title_justify="left")
-    columns = ["split", "items", "tokens", "len mean", "p50", "p90", "p99", "max", "OOV/train"]
-    columns += ["OOV/vectors tok", "type"] if with_emb else []
+    columns = ["split", "items", "tokens", "len mean", "p50", "p90", "p99", "max", "OOV/vocab"]
+    columns += ["of which vectors", "OOV/vectors tok", "type"] if with_emb else []
     for col in columns:
         table.add_column(col, justify="left" if col == "split" else "right")
     for name, s in stats["splits"].items():
@@ -35,7 +35,8 @@ def print_summary(manifest: dict, out, up_to_date: bool) -> None:
         row = [name, f"{s['examples']:,}", f"{s['tokens']:,}", str(n["mean"]), str(n["p50"]), str(n["p90"]),
                str(n["p99"]), str(n["max"]), _pct(s["oov_vocab_tokens"]) if name != "train" else "-"]
         if with_emb:
-            row += [_pct(s.get("oov_embeddings_tokens")), _pct(s.get("oov_embeddings_types"))]
+            opened = _pct(s.get("oov_vectors_tokens")) if name != "train" else "-"
+            row += [opened, _pct(s.get("oov_embeddings_tokens")), _pct(s.get("oov_embeddings_types"))]
         table.add_row(*row)
     console.print(table)
     kind = "tags" if manifest["level"] == "node" else "labels"
@@ -43,9 +44,10 @@ def print_summary(manifest: dict, out, up_to_date: bool) -> None:
         console.print(f"{kind} ({name}): {_labels(s['labels'], sum(s['labels'].values()))}", soft_wrap=True)
 
     vocab = ", ".join(f"{k} {v:,}" for k, v in manifest["vocab_sizes"].items())
-    source = "train; lower + words of any split with vectors" if manifest["settings"].get("vectors_vocab") \
-        else "train only"
-    console.print(f"vocabularies ({source}): {vocab}")
+    console.print(f"vocabularies (from the train split): {vocab}")
+    if with_emb:
+        console.print("words outside the vocabulary keep their pretrained vector (\"of which vectors\": "
+                      "the share of tokens that do; the rest are <unk>)")
     speed = stats["annotation"]
     provides = ", ".join(ann["provides"]) or "words only"
     extra = "" if ann.get("pos_input", True) or "pos" not in ann["provides"] else \

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
+from cli.prepare import AnnotatorName
 from data_prep.console import console
 
 
@@ -75,21 +76,45 @@ def train_command(
             raise typer.Exit(130) from None
 
 
+EMBEDDINGS_HELP = ("The word vectors file the run was trained with, when it has moved (checked by sha256; "
+                   "read once, then cached). Default: the file the run recorded, or its cached copy.")
+NO_VECTORS_HELP = "Read every word outside the run's vocabulary as <unk> instead of giving it its pretrained vector."
+
+
 def evaluate_command(
     run: Path = typer.Argument(..., help="A run directory from `cn3 train`."),
     split: Split = typer.Option(Split.dev, "--split", help="Split of the run's prepared dataset."),
     file: Path = typer.Option(None, "--file", exists=True, dir_okay=False,
                               help="Score this file instead (any file in the task's format)."),
     report: bool = typer.Option(False, "--report", help="Print the per-label report."),
+    annotator: AnnotatorName = typer.Option(
+        None, "--annotator", help="With --file: where POS tags/trees come from. Default: the run's annotator; "
+        "a run trained on gold annotation reads a file's own, or spaCy's when the file has none."),
+    embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help=EMBEDDINGS_HELP),
+    no_vectors: bool = typer.Option(False, "--no-vectors", help=NO_VECTORS_HELP),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
-    """Score a trained run: accuracy, span F1 (chunking, NER) or token accuracy (POS)."""
+    """Score a trained run: accuracy, span F1 (chunking, NER) or token accuracy (POS).
+
+    Words outside the run's vocabulary get their pretrained vector (the run records its vectors
+    file), on a staged split as on --file, so a file scores the same whether or not it was staged
+    when the data was prepared. The output says how much of the data the run knows (out-of-
+    vocabulary tokens and types, with and without vectors; unknown characters, POS tags and
+    relations) and which annotation the model read.
+
+    Examples:
+
+        cn3 evaluate runs/trec-cn3-seed1 --split test --report
+
+        cn3 evaluate runs/ud_pos-cn3-seed1 --file ../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu --annotator spacy
+    """
     from rich.table import Table
 
-    from cn3.inference import examples_dataset, read_task_file
+    from cn3.inference import examples_dataset, read_task_file, run_vectors
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
     from cn3.trainer import evaluate_dataset, load_model
+    from data_prep.coverage import coverage, describe
     from data_prep.dataset import load_prepared
 
     with user_errors():
@@ -97,18 +122,32 @@ def evaluate_command(
         loaded = load_model(RunDir(run), dev)
         manifest = loaded.manifest
         if file is not None:
-            dataset = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest, with_labels=True)
+            vectors, vectors_source = run_vectors(manifest, embeddings, use=not no_vectors)
+            dataset, annotation = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest,
+                                                   with_labels=True, vectors=vectors,
+                                                   annotator=annotator.value if annotator else None)
             what = str(file)
         else:
+            if annotator is not None or embeddings is not None or no_vectors:
+                raise typer.BadParameter("--annotator, --embeddings and --no-vectors apply to --file; a staged "
+                                         "split was annotated and given its vectors when it was prepared")
             prepared = _prepared_dir(loaded)
             ds = load_prepared(prepared)
             if split.value not in ds.splits:
                 raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
             dataset, what = ds.splits[split.value], f"{split.value} ({prepared})"
+            annotation = f"{manifest['annotator']['name']} (the prepared dataset's)"
+            vectors_source = (f"{manifest['embeddings']['path']} (looked up when the dataset was prepared)"
+                              if manifest.get("embeddings") else "none recorded by the run")
         labels = loaded.vocabs["labels"].itos
         result = evaluate_dataset(loaded.model, dataset, labels, manifest["level"], manifest.get("tag_scheme"), dev)
+        known = coverage(dataset, loaded.vocabs)
     console.print(f"{manifest['task']} {what}: {result['metric']} [bold]{result['score']:.2f}[/] "
                   f"({len(dataset):,} items)")
+    for line in describe(known):
+        console.print(line, soft_wrap=True)
+    console.print(f"word vectors: {vectors_source}", soft_wrap=True)
+    console.print(f"annotation: {annotation}", soft_wrap=True)
     if report:
         table = Table()
         for col in ("label", "precision", "recall", "f1", "support"):
@@ -118,7 +157,7 @@ def evaluate_command(
                           str(r["support"]))
         console.print(table)
     print(json.dumps({"task": manifest["task"], "data": what, "metric": result["metric"],
-                      "score": round(result["score"], 2)}))
+                      "score": round(result["score"], 2), "coverage": known, "annotation": annotation}))
 
 
 def _prepared_dir(loaded) -> Path:
@@ -142,6 +181,8 @@ def predict_command(
     texts: list[str] = typer.Argument(None, help="Text to label; for pair tasks give two texts (premise, hypothesis)."),
     file: Path = typer.Option(None, "--file", "-f", exists=True, dir_okay=False,
                               help="One text per line (pairs: premise<TAB>hypothesis); JSONL goes to stdout."),
+    embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help=EMBEDDINGS_HELP),
+    no_vectors: bool = typer.Option(False, "--no-vectors", help=NO_VECTORS_HELP),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Label new text with a trained run: a class per text, or a tag per token.
@@ -155,8 +196,13 @@ def predict_command(
     of each tag (forward-backward), tags with p >= 0.01, most likely first. A Viterbi tag is usually,
     but not always, the token's most likely tag: it belongs to the best sequence as a whole.
     Probabilities are rounded to 4 decimals.
+
+    Words outside the run's vocabulary get their pretrained vector; stderr says how many there
+    were and which annotation the model read.
     """
-    from cn3.inference import examples_dataset, prediction_record, predict_with_probabilities, text_examples
+    from cn3.inference import (examples_dataset, prediction_record, predict_with_probabilities, run_vectors,
+                               text_examples)
+    from data_prep.coverage import coverage, describe
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
     from cn3.trainer import load_model
@@ -174,8 +220,12 @@ def predict_command(
             examples = text_examples(joined, loaded.manifest)
         else:
             raise typer.BadParameter("give a text or --file")
-        dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
+        vectors, _ = run_vectors(loaded.manifest, embeddings, use=not no_vectors)
+        dataset, annotation = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False,
+                                               vectors=vectors)
         preds, probs = predict_with_probabilities(loaded.model, dataset, dev)
+    console.print(describe(coverage(dataset, loaded.vocabs))[0], soft_wrap=True)
+    console.print(f"annotation: {annotation}", soft_wrap=True)
     labels = loaded.vocabs["labels"].itos
     for ex, pred, prob in zip(examples, preds, probs):
         record = prediction_record(ex, level, labels, pred, prob)

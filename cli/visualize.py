@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from cli.train import Device
+from cli.train import EMBEDDINGS_HELP, NO_VECTORS_HELP, Device
 from data_prep.console import console
 
 visualize_app = typer.Typer(
@@ -27,6 +27,8 @@ def edges_command(
                              "(a token of the sentence or its 1-based position) instead of each word's strongest."),
     out: Path = typer.Option(None, "--out", "-o", help="Write a figure instead: .png or .svg (matplotlib), "
                              ".html (self-contained page)."),
+    embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help=EMBEDDINGS_HELP),
+    no_vectors: bool = typer.Option(False, "--no-vectors", help=NO_VECTORS_HELP),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Show the edge weights a CN3 run learns over a sentence.
@@ -43,6 +45,7 @@ def edges_command(
 
         cn3 visualize edges runs/snli-cn3-seed1 "A man plays a guitar ." "A person makes music ." --out pair.png
     """
+    from cn3.inference import run_vectors
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
     from cn3.trainer import load_model
@@ -54,7 +57,8 @@ def edges_command(
             output_format(out)  # fail before loading the model
         dev = resolve_device(device.value)
         loaded = load_model(RunDir(run), dev)
-        view = edge_view(loaded, texts, dev)
+        vectors, _ = run_vectors(loaded.manifest, embeddings, use=not no_vectors)
+        view = edge_view(loaded, texts, dev, vectors)
         layers = resolve_layers(view, layer)
         focus = resolve_word(view, word) if word is not None else None
         if out is None:

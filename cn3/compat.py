@@ -5,6 +5,11 @@ did not change (CN3, NBOW, and every translation encoder) load as they are; tran
 were renamed (``onlstm`` -> ``onlstm_san``, ``lstm`` -> ``lstm_san``: plain ``onlstm``/``lstm`` are now
 the recurrent stacks without self-attention). Sentence runs of an encoder that 0.2.0 replaced by
 the published model fail with a message naming the version and what to do.
+
+0.3.0 builds the vocabulary from the train split alone and gives words outside it their pretrained
+vector when scored, so ``data.vectors_vocab`` (0.2.x: words of every staged split with a vector
+joined the vocabulary) is gone; older runs load without it and keep the vocabulary they were
+trained with.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ def upgrade_nmt_config(config: dict, version: str | None) -> dict:
     if _older_than_0_2(version):
         model = config.get("model", {})
         model["encoder"] = NMT_RENAMED.get(model.get("encoder"), model.get("encoder"))
+    return config
+
+
+def upgrade_sentence_config(config: dict, version: str | None) -> dict:
+    """A sentence run's saved config without the keys that later releases removed."""
+    if _release(version) < (0, 3):
+        config.get("data", {}).pop("vectors_vocab", None)
     return config
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from cn3.config import ConfigError
 from cn3.models.crf_marginals import crf_marginals
 from cn3.trainer import scored_batches
 from data_prep.errors import DataError
@@ -14,17 +15,84 @@ from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
 
 
-def annotator_for_run(manifest: dict, examples_have_gold: bool):
-    """The annotator the run was trained with; for ``gold`` runs on raw text, spaCy stands in."""
+def annotator_for_run(manifest: dict, examples_have_gold: bool, override: str | None = None):
+    """The annotator for new text, and a sentence saying which one it is and why.
+
+    The run's own annotator by default; for a run trained on gold annotation, text without it is
+    parsed by spaCy as a stand-in. ``override`` (``cn3 evaluate --annotator``) forces one, e.g. to
+    measure what the stand-in costs on a gold file. ``(None, ...)`` when the run reads neither POS
+    nor trees.
+    """
     from data_prep.annotators import make_annotator
 
     ann = manifest["annotator"]
     if not (ann["pos_input"] or ann["trees"]):
-        return None
-    name = ann["name"]
+        if override not in (None, "none"):
+            raise ConfigError(f"--annotator {override}: this run reads neither POS tags nor trees")
+        return None, "none (the run reads neither POS tags nor trees)"
+    name = override or ann["name"]
     if name == "gold" and not examples_have_gold:
-        name = "spacy"  # raw text has no gold annotation: parse it as a stand-in
-    return make_annotator(name)
+        if override == "gold":
+            raise ConfigError("--annotator gold: the text has no gold POS tags/trees for this run to read")
+        return make_annotator("spacy"), ("spacy, standing in for the gold annotation the run was trained on "
+                                         "(the text carries none)")
+    if override is not None and override != ann["name"]:
+        return make_annotator(name), f"{name} (--annotator; the run was trained on {ann['name']} annotation)"
+    if name == "gold":
+        return make_annotator(name), "gold (the file's own annotation, as in training)"
+    return make_annotator(name), f"{name} (as the run's training data)"
+
+
+def _has_gold(examples: list[Example], manifest: dict) -> bool:
+    """Whether every sentence carries what the run reads: POS tags and/or trees."""
+    ann = manifest["annotator"]
+    return all((not ann["pos_input"] or s.upos is not None) and (not ann["trees"] or s.heads is not None)
+               for ex in examples for s in ex.sentences)
+
+
+def run_vectors(manifest: dict, embeddings: Path | None = None, use: bool = True):
+    """The pretrained vectors a run was trained with (gensim ``KeyedVectors``), for the words of new
+    text outside its vocabulary, and a sentence saying where they come from.
+
+    Found, in order: ``embeddings`` (checked against the run's sha256), the vectors cache (by
+    sha256, so a moved file is no problem once it has been read), the path the run recorded, the
+    same path under today's data root. A file that is missing or changed is a ``ConfigError``
+    naming ``--embeddings`` and ``--no-vectors``; ``use=False`` (``--no-vectors``) returns ``None``
+    on purpose.
+    """
+    from data_prep.embeddings import cached_vectors, load_vectors, sha256_file
+    from data_prep.paths import data_root
+
+    record = manifest.get("embeddings")
+    if record is None:
+        if embeddings is not None:
+            raise ConfigError("--embeddings: this run records no word vectors (trained without them, or by cn3 "
+                              "before 0.3.0, which did not record the file): there is nothing to check it against")
+        return None, "none recorded by the run (trained without pretrained vectors, or by cn3 < 0.3.0)"
+    if not use:
+        return None, "not used (--no-vectors): every word outside the run's vocabulary is <unk>"
+    sha = record["sha256"]
+    if embeddings is not None:
+        if sha256_file(embeddings) != sha:
+            raise ConfigError(f"--embeddings {embeddings} is not the vectors file this run was trained with "
+                              f"(its sha256 is {sha256_file(embeddings)[:12]}…, the run's {sha[:12]}… from "
+                              f"{record['path']})")
+        return load_vectors(embeddings, sha), f"{embeddings} (--embeddings)"
+    vectors = cached_vectors(sha)
+    if vectors is not None:
+        return vectors, f"{record['path']} (cached by sha256 {sha[:12]}…)"
+    candidates = [Path(record["path"])]
+    if record.get("data_relative"):
+        try:
+            candidates.append(data_root() / record["data_relative"])
+        except DataError:
+            pass  # no data root here: only the recorded path can be tried
+    for path in candidates:
+        if path.is_file() and sha256_file(path) == sha:
+            return load_vectors(path, sha), str(path)
+    raise ConfigError(f"this run was trained with the word vectors {record['path']} (sha256 {sha[:12]}…), which are "
+                      "missing or changed here; pass --embeddings PATH with that file (read once, then cached), or "
+                      "--no-vectors to read every word outside the run's vocabulary as <unk>")
 
 
 def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") -> list[Example]:
@@ -49,11 +117,15 @@ def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") 
     return examples
 
 
-def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with_labels: bool) -> GraphDataset:
+def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with_labels: bool, vectors=None,
+                     annotator: str | None = None) -> tuple[GraphDataset, str]:
     """Annotate (as the run's data was) and encode ``examples`` with the run's vocabularies.
 
-    Without labels (prediction) every item gets a placeholder label, ignored by the caller.
-    With labels, one that the run does not know is a ``DataError`` naming file and line.
+    ``vectors`` (:func:`run_vectors`): words outside the vocabulary that have one keep it, as the
+    staged dev/test splits do. ``annotator``: force one (:func:`annotator_for_run`). Returns the
+    dataset and the sentence naming the annotation used. Without labels (prediction) every item gets
+    a placeholder label, ignored by the caller. With labels, one that the run does not know is a
+    ``DataError`` naming file and line.
     """
     level = manifest["level"]
     labels = vocabs["labels"]
@@ -69,14 +141,13 @@ def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with
                 s.tags = [labels.itos[0]] * len(s)
         else:
             ex.label = labels.itos[0]
-    have_gold = all(s.upos is not None for ex in examples for s in ex.sentences)
-    annotator = annotator_for_run(manifest, have_gold)
-    if annotator is not None:
-        annotator.annotate([s for ex in examples for s in ex.sentences])
+    parser, annotation = annotator_for_run(manifest, _has_gold(examples, manifest), annotator)
+    if parser is not None:
+        parser.annotate([s for ex in examples for s in ex.sentences])
     ann = manifest["annotator"]
     tensors = encode_split(examples, level, vocabs, manifest["settings"]["char_len"],
-                           ann["pos_input"], ann["trees"])
-    return GraphDataset(tensors, level)
+                           ann["pos_input"], ann["trees"], vectors)
+    return GraphDataset(tensors, level), annotation
 
 
 def read_task_file(manifest: dict, path: Path) -> list[Example]:

@@ -26,9 +26,8 @@ class DataConfig:
         data: data root; ``None`` = ``$CN3_DATA`` or ``../shared/data``.
         annotator: ``None`` = the task's default.
         embeddings: word vectors file (GloVe text), absolute, relative to the working directory or
-            relative to the data root; ``None`` = random initialisation.
-        vectors_vocab: words of any split that have a pretrained vector keep it (``cn3 prepare
-            --vectors-vocab``); ``false`` = train words only.
+            relative to the data root; ``None`` = random initialisation. The vocabulary comes from
+            the train split alone; words outside it keep their pretrained vector when scored.
         max_len: truncation (``None`` = the task's default).
         fold: test fold of cross-validated tasks.
         fine: TREC fine labels.
@@ -41,7 +40,6 @@ class DataConfig:
     data: Path | None = None
     annotator: str | None = None
     embeddings: Path | None = None
-    vectors_vocab: bool = True
     max_len: int | None = None
     fold: int = 0
     fine: bool = False

@@ -16,7 +16,7 @@ from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
 from cn3.batching import item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
-from cn3.compat import check_sentence_run
+from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
 from cn3.loop import RESUMABLE_CHANGES, make_optimizer, run_loop, start
 from cn3.metrics import score
@@ -44,7 +44,7 @@ def ensure_prepared(cfg: RunConfig) -> Path:
         embeddings = data_root(d.data) / embeddings  # configs name vectors relative to the data root
     settings = PrepareSettings(task=d.task, data=d.data, out=d.prepared, annotator=d.annotator,
                                max_len=d.max_len, min_freq=d.min_freq, embeddings=embeddings,
-                               vectors_vocab=d.vectors_vocab, options=TaskOptions(fold=d.fold, fine=d.fine))
+                               options=TaskOptions(fold=d.fold, fine=d.fine))
     result = prepare(settings)
     state = "up to date" if result.up_to_date else "prepared"
     console.print(f"dataset {state}: {result.out} (annotator {result.manifest['annotator']['name']})")
@@ -68,7 +68,7 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
     path = run.best if which == "best" and run.best.is_file() else run.latest
     ckpt = torch.load(path, map_location=device, weights_only=False)
     check_sentence_run(ckpt["config"], ckpt.get("cn3_version"), str(path))
-    config = from_dict(RunConfig, ckpt["config"])
+    config = from_dict(RunConfig, upgrade_sentence_config(ckpt["config"], ckpt.get("cn3_version")))
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
     model.to(device).eval()
@@ -78,10 +78,13 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
 
 def scored_batches(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128):
     """The model's outputs over ``dataset`` in length-sorted batches, in eval mode and without
-    gradients: yields ``(batch, out, rows)`` where ``rows`` pairs each row with its item and length."""
+    gradients: yields ``(batch, out, rows)`` where ``rows`` pairs each row with its item and length.
+
+    Words of ``dataset`` outside the model's vocabulary that have a pretrained vector are embedded
+    with it (``dataset.open_vectors``; see :func:`data_prep.store.open_vocabulary`)."""
     model.eval()
     lengths = item_lengths(dataset)
-    with torch.no_grad():
+    with torch.no_grad(), model.nodes.open_vocabulary(getattr(dataset, "open_vectors", None)):
         for indices in bucketed_batches(lengths, batch_size, shuffle=False):
             batch = make_batch(dataset, indices).to(device)
             yield batch, model(batch, with_loss=False), [(row, i, lengths[i]) for row, i in enumerate(indices)]
@@ -174,7 +177,7 @@ class SentenceTask:
         return {"kind": CHECKPOINT_KIND, **(ema_state(self.ema, self.model) if full else {}),
                 "vocab": self.vocab_dict,
                 "manifest": {k: m[k] for k in ("task", "level", "labels", "tag_scheme", "annotator",
-                                               "fingerprint", "n_edge_types", "settings")}}
+                                               "fingerprint", "n_edge_types", "settings", "embeddings")}}
 
 
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",

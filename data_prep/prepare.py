@@ -3,7 +3,12 @@
 The output directory is self-describing: ``manifest.json`` (task, sources with sha256, annotator
 and version, counts, vocab sizes, labels, tag scheme, settings, statistics), ``vocab.json``,
 ``{split}.pt`` (columnar tensors, :mod:`data_prep.store`), ``{split}.jsonl`` (tokens and
-provenance) and, with ``--embeddings``, ``embeddings.pt``. Everything is written into a hidden
+provenance) and, with ``--embeddings``, ``embeddings.pt``. Nothing but the train split decides the
+vocabularies: the lower-cased one holds the train words seen ``min_freq`` times or having a pretrained
+vector, and a dev/test word outside it is stored with its pretrained vector beside the split
+(``open.vectors``, :func:`data_prep.store.open_vocabulary`), the same lookup that ``cn3 evaluate
+--file`` and ``cn3 predict`` make for new text, so staging a test file changes nothing that is
+trained and a file scores the same staged or not. Everything is written into a hidden
 temporary directory that is renamed into place at the end, so an interrupted run leaves no
 manifest and no half-written dataset. A run whose inputs and settings hash to the manifest's
 ``fingerprint`` does nothing ("up to date"). Processes preparing the same output directory take
@@ -27,6 +32,7 @@ import torch
 from data_prep.annotators import default_annotator_name, make_annotator
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console, progress
+from data_prep.embeddings import embedding_matrix, load_vectors, sha256_file, vectors_format
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.locking import exclusive
@@ -37,7 +43,7 @@ from data_prep.tasks import custom_spec, get_task
 from data_prep.version import __version__ as cn3_version
 from data_prep.vocab import Vocab
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2 (cn3 0.3): vocabularies from train alone; types.text and open.vectors
 
 
 @dataclass
@@ -52,10 +58,9 @@ class PrepareSettings:
         max_len: truncate sentences to this many tokens (``None``: the task's default; 0: never).
         min_freq: words seen fewer times in train become ``<unk>``.
         char_len: characters kept per word.
-        embeddings: GloVe/word2vec file whose rows are stored for the lower-cased vocabulary.
-        vectors_vocab: with ``embeddings``, every word of any split that has a pretrained vector
-            joins the lower-cased vocabulary, so a dev/test word unseen in training keeps its vector
-            instead of becoming ``<unk>`` (Kim, 2014; no labels are read).
+        embeddings: GloVe/word2vec file whose rows are stored for the lower-cased vocabulary; a
+            train word rarer than ``min_freq`` that has a vector stays in the vocabulary, and the
+            dev/test words outside it keep their vectors (module docstring).
         stanza_dir: local stanza model directory.
         workers: spaCy parser processes (0 = one per CPU core); not part of the fingerprint, since
             the parses are the same for any number.
@@ -69,7 +74,6 @@ class PrepareSettings:
     min_freq: int = 1
     char_len: int = 20
     embeddings: Path | None = None
-    vectors_vocab: bool = True
     stanza_dir: Path | None = None
     options: TaskOptions = field(default_factory=TaskOptions)
     force: bool = False
@@ -83,12 +87,15 @@ class PrepareResult:
     up_to_date: bool
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def embeddings_record(path: Path, sha256: str, root: Path | None) -> dict:
+    """What a dataset (and every run trained on it) records of its vectors file, so that new text
+    can be given the same vectors later: the absolute path, the path under the data root when it is
+    there (found again under another ``CN3_DATA``), the sha256 and the format."""
+    path = Path(path).resolve()
+    relative = None
+    if root is not None and path.is_relative_to(root):
+        relative = str(path.relative_to(root))
+    return {"path": str(path), "data_relative": relative, "sha256": sha256, "format": vectors_format(path)}
 
 
 def resolve_spec(settings: PrepareSettings) -> TaskSpec:
@@ -154,7 +161,9 @@ def _label_vocab(spec: TaskSpec, splits: dict[str, list[Example]]) -> Vocab:
     return vocab
 
 
-def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool) -> dict:
+def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bool, use_deps: bool,
+                  vectors) -> dict:
+    """Every vocabulary from the train split alone (labels: the task's inventory, or train's)."""
     train_sents = [s for ex in splits["train"] for s in ex.sentences]
     words = Counter(t for s in train_sents for t in s.tokens)
     lower = Counter()
@@ -163,9 +172,15 @@ def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bo
         lower[w.lower()] += c
         for ch in w[: settings.char_len]:
             chars[ch] += c
+    if vectors is not None:  # a rare train word with a vector is kept: its row starts from the vector
+        known = vectors.key_to_index
+        lower = Counter({w: c for w, c in lower.items() if c >= settings.min_freq or w in known})
+        lower_vocab = Vocab.build(lower)
+    else:
+        lower_vocab = Vocab.build(lower, settings.min_freq)
     vocabs = {
         "word": Vocab.build(words, settings.min_freq),
-        "lower": Vocab.build(lower, settings.min_freq),
+        "lower": lower_vocab,
         "chars": Vocab.build(chars),
         "labels": _label_vocab(spec, splits),
     }
@@ -176,14 +191,6 @@ def _build_vocabs(spec: TaskSpec, splits, settings: PrepareSettings, use_pos: bo
     return vocabs
 
 
-def _add_vector_words(vocab: Vocab, splits, vectors) -> Vocab:
-    """``vocab`` followed by every other lower-cased word of any split that has a pretrained vector
-    (dev/test words unseen in training, rare train words under ``min_freq``); train ids are unchanged."""
-    words = {t.lower() for examples in splits.values() for ex in examples for s in ex.sentences for t in s.tokens}
-    known = vectors.key_to_index
-    return Vocab(vocab.itos + sorted(w for w in words - set(vocab.itos) if w in known))
-
-
 def _percentiles(lengths: list[int]) -> dict:
     if not lengths:
         return {}
@@ -192,8 +199,9 @@ def _percentiles(lengths: list[int]) -> dict:
             "p90": int(np.percentile(arr, 90)), "p99": int(np.percentile(arr, 99)), "max": int(arr.max())}
 
 
-def _statistics(spec, splits, train_lower: Vocab, vectors) -> dict:
-    """Per-split counts; ``oov_vocab_tokens`` is measured against the train-split vocabulary."""
+def _statistics(spec, splits, vocab: Vocab, vectors) -> dict:
+    """Per-split counts. ``oov_vocab_tokens``: the share of tokens outside the (train-split)
+    vocabulary; ``oov_vectors_tokens``: the share outside it that have a pretrained vector."""
     stats: dict = {"splits": {}}
     for name, examples in splits.items():
         sents = [s for ex in examples for s in ex.sentences]
@@ -208,25 +216,24 @@ def _statistics(spec, splits, train_lower: Vocab, vectors) -> dict:
             "tokens": len(tokens),
             "labels": dict(labels.most_common()),
             "length": _percentiles([len(s) for s in sents]),
-            "oov_vocab_tokens": round(sum(t not in train_lower for t in tokens) / max(len(tokens), 1), 4),
+            "oov_vocab_tokens": round(sum(t not in vocab for t in tokens) / max(len(tokens), 1), 4),
         }
         if vectors is not None:
             types = set(tokens)
             kti = vectors.key_to_index
             entry["oov_embeddings_tokens"] = round(sum(t not in kti for t in tokens) / max(len(tokens), 1), 4)
             entry["oov_embeddings_types"] = round(sum(t not in kti for t in types) / max(len(types), 1), 4)
+            entry["oov_vectors_tokens"] = round(sum(t not in vocab and t in kti for t in tokens) / max(len(tokens), 1), 4)
         stats["splits"][name] = entry
     return stats
 
 
-def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash,
-                 vectors_vocab: bool) -> str:
+def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max_len, emb_hash) -> str:
     payload = {
         "format": FORMAT_VERSION, "cn3": cn3_version, "task": spec.name,
         "options": settings.options.as_dict(), "sources": sources, "annotator": annotator_name,
         "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
         "char_len": settings.char_len, "embeddings": emb_hash,
-        "vectors_vocab": vectors_vocab,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -281,7 +288,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     for path in sources_paths:
         if not path.exists():
             raise DataError("file not found (set the data root with --data or CN3_DATA)", path)
-    sources = [{"path": str(p), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in sources_paths]
+    sources = [{"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sources_paths]
 
     annotator_name = settings.annotator or spec.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
     workers = settings.workers or os.cpu_count() or 1
@@ -289,10 +296,8 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
     max_len = spec.max_len if settings.max_len is None else (settings.max_len or None)
     if settings.embeddings and not Path(settings.embeddings).is_file():
         raise DataError("embeddings file not found", settings.embeddings)
-    emb_hash = _sha256(Path(settings.embeddings)) if settings.embeddings else None
-    vectors_vocab = bool(settings.embeddings and settings.vectors_vocab)
-    fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash,
-                               vectors_vocab)
+    emb_hash = sha256_file(settings.embeddings) if settings.embeddings else None
+    fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     # Under the lock, another process's temporary directory is a dead one's (removed below), and a
@@ -321,14 +326,9 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
 
         vectors = None
         if settings.embeddings:
-            from data_prep.embeddings import embedding_matrix, load_vectors
-
             with console.status("loading word vectors"):
-                vectors = load_vectors(settings.embeddings)
-        vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps)
-        train_lower = vocabs["lower"]
-        if vectors_vocab:
-            vocabs["lower"] = _add_vector_words(train_lower, splits, vectors)
+                vectors = load_vectors(settings.embeddings, emb_hash)
+        vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps, vectors)
 
         for stale in out.parent.glob(f".{out.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -337,7 +337,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
         try:
             counts = {}
             for name, examples in splits.items():
-                tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps)
+                tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps, vectors)
                 torch.save(tensors, tmp / f"{name}.pt")
                 write_sidecar(tmp / f"{name}.jsonl", examples)
                 counts[name] = {"examples": len(examples),
@@ -348,9 +348,10 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
                 matrix, found = embedding_matrix(vectors, vocabs["lower"])
                 torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)},
                            tmp / "embeddings.pt")
-                embeddings_info = {"path": str(settings.embeddings), "sha256": emb_hash, "dim": int(matrix.shape[1]),
-                                   "vocab_found": int(found.sum()), "vocab_size": len(found)}
-            stats = _statistics(spec, splits, train_lower, vectors)
+                embeddings_info = {**embeddings_record(Path(settings.embeddings), emb_hash, root),
+                                   "dim": int(matrix.shape[1]), "vocab_found": int(found.sum()),
+                                   "vocab_size": len(found)}
+            stats = _statistics(spec, splits, vocabs["lower"], vectors)
             stats["truncated_sentences"] = n_truncated
             stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
                                    "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
@@ -370,7 +371,6 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
                 "tag_scheme": spec.tag_scheme,
                 "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
                 "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
-                             "vectors_vocab": vectors_vocab,
                              "options": options.as_dict()},
                 "embeddings": embeddings_info,
                 "statistics": stats,

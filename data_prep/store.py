@@ -1,12 +1,14 @@
 """Columnar storage of a prepared split, and the PyG dataset that reads it back.
 
 Per-token storage is one index into a per-split *type table* (every distinct word string once, with
-its word/lower-case ids, characters and spelling features), plus POS, head, relation and tag. This
+its text, word/lower-case ids, characters and spelling features), plus POS, head, relation and tag. This
 keeps a 10M-token corpus (IMDB) small and lets ``prepare`` avoid building a ``Data`` object per
 sentence. Everything is a plain dict of tensors, so ``torch.load(weights_only=True)`` reads it.
 
 Keys (``s`` is the side: ``a``, and ``b`` for pair tasks):
-  ``types.word (T,)``, ``types.lower (T,)``, ``types.chars (T, C)``, ``types.spell (T, F)``
+  ``types.text`` (T strings), ``types.word (T,)``, ``types.lower (T,)``, ``types.chars (T, C)``,
+  ``types.spell (T, F)``; with word vectors ``open.vectors (K, D)``: the pretrained vectors of the
+  split's words outside the vocabulary, whose ``types.lower`` ids run on after it (:func:`open_vocabulary`)
   ``{s}.ptr (S+1,)`` node offsets; ``{s}.type (Ntot,)``; optional ``{s}.upos``, ``{s}.head`` (0-based,
   -1 = root), ``{s}.deprel``, ``{s}.tag``; ``y (S,)`` for graph/pair tasks.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
@@ -23,15 +26,36 @@ from torch_geometric.data import Data
 from data_prep.example import Example
 from data_prep.graphs import PairData, edge_types_from_heads
 from data_prep.spelling import spell_features
-from data_prep.vocab import Vocab
+from data_prep.vocab import UNK_ID, Vocab
+
+
+def open_vocabulary(words: list[str], ids: list[int], vocab: Vocab, vectors) -> tuple[list[int], torch.Tensor]:
+    """Give the words outside ``vocab`` that have a pretrained vector an id of their own.
+
+    ``ids`` are the lower-cased ``words``' ids in ``vocab`` (``<unk>`` when absent). Each distinct
+    lower-cased word that is absent but has a vector gets ``len(vocab) + j`` (``j`` in sorted order),
+    and row ``j`` of the returned ``(K, D)`` tensor is its vector. A model adds these rows after its
+    trained table at inference (``NodeEncoder.open_vocabulary``), so text never seen at training
+    time gets what the vectors file knows, exactly as if its words had been in the vocabulary with
+    their pretrained row and never updated, which is what training does to a row it never sees.
+    """
+    key_to_index = vectors.key_to_index
+    new = sorted({w.lower() for w, i in zip(words, ids) if i == UNK_ID and w.lower() not in vocab
+                  and w.lower() in key_to_index})
+    extra = {w: len(vocab) + j for j, w in enumerate(new)}
+    ids = [extra.get(w.lower(), i) if i == UNK_ID else i for w, i in zip(words, ids)]
+    rows = np.stack([vectors.vectors[key_to_index[w]] for w in new]) if new else \
+        np.zeros((0, vectors.vector_size), dtype=np.float32)
+    return ids, torch.from_numpy(np.asarray(rows, dtype=np.float32))
 
 
 def encode_split(examples: list[Example], level: str, vocabs: dict[str, Vocab], char_len: int,
-                 use_pos: bool, use_deps: bool) -> dict[str, torch.Tensor]:
+                 use_pos: bool, use_deps: bool, vectors=None) -> dict[str, torch.Tensor]:
     """Turn examples into the columnar tensors described in the module docstring.
 
     Labels and tags must already be valid for ``vocabs["labels"]`` (checked by the caller, which
-    knows file and line).
+    knows file and line). ``vectors`` (gensim ``KeyedVectors``, the run's embeddings): words outside
+    the lower-cased vocabulary that have a vector keep it (:func:`open_vocabulary`).
     """
     n_sides = len(examples[0].sentences) if examples else (2 if level == "pair" else 1)
     type_index: dict[str, int] = {}
@@ -72,8 +96,12 @@ def encode_split(examples: list[Example], level: str, vocabs: dict[str, Vocab], 
         ids = char_vocab.ids(w[:char_len])
         if ids:
             chars[t, : len(ids)] = torch.tensor(ids, dtype=torch.int16)
+    lower_ids = vocabs["lower"].ids(w.lower() for w in words)
+    if vectors is not None:
+        lower_ids, out["open.vectors"] = open_vocabulary(words, lower_ids, vocabs["lower"], vectors)
+    out["types.text"] = words
     out["types.word"] = torch.tensor(vocabs["word"].ids(words), dtype=torch.int32)
-    out["types.lower"] = torch.tensor(vocabs["lower"].ids(w.lower() for w in words), dtype=torch.int32)
+    out["types.lower"] = torch.tensor(lower_ids, dtype=torch.int32)
     out["types.chars"] = chars
     out["types.spell"] = torch.tensor([spell_features(w) for w in words], dtype=torch.uint8).reshape(len(words), -1)
     return out
@@ -114,10 +142,16 @@ class GraphDataset(Dataset):
     def __len__(self) -> int:
         return self.t["a.ptr"].numel() - 1
 
+    @property
+    def open_vectors(self) -> torch.Tensor | None:
+        """``(K, D)`` pretrained vectors of the words outside the vocabulary (ids ``len(vocab) + j``),
+        or ``None`` when the data has no word vectors."""
+        return self.t.get("open.vectors")
+
     def subset(self, indices: torch.Tensor | list[int]) -> GraphDataset:
         """Items ``indices`` (in that order) as a dataset of their own; ``record`` still finds their tokens."""
         index = torch.as_tensor(indices, dtype=torch.long)
-        t = {k: v for k, v in self.t.items() if k.startswith("types.")}
+        t = {k: v for k, v in self.t.items() if k.startswith(("types.", "open."))}
         for side in self.sides:
             ptr = self.t[f"{side}.ptr"]
             lo, hi = ptr[index], ptr[index + 1]

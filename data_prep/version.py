@@ -4,4 +4,4 @@ It lives here, in the bottom layer, so that ``data_prep`` can record it in manif
 without importing ``cn3``; ``cn3.__version__`` re-exports it and pyproject.toml reads it statically.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

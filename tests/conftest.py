@@ -28,6 +28,15 @@ def missing_staged_data(path: Path) -> None:
     pytest.skip(message)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def vectors_cache(tmp_path_factory):
+    """Tests never write the user's cache: word vectors (``data_prep.embeddings``) are cached in a
+    directory of the session, inherited by the CLI subprocesses that tests start."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CN3_CACHE", str(tmp_path_factory.mktemp("cn3-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """``$CN3_DATA``, else ``<repo>/../shared/data``; when it is absent, tests needing it are skipped

@@ -149,24 +149,47 @@ def test_embeddings_rows_and_coverage(tmp_path):
     assert stats["oov_embeddings_tokens"] == 0.25 and stats["oov_embeddings_types"] == pytest.approx(1 / 3, abs=1e-3)
 
 
-@pytest.mark.parametrize("vectors_vocab", [True, False])
-def test_dev_words_with_vectors_keep_them(tmp_path, vectors_vocab):
-    vectors = _write(tmp_path / "vec.txt", "good 1 0 0\nfilm 0 1 0\ngreat 0 0 1\n")
-    train = _write(tmp_path / "train.tsv", "text\tlabel\nGood film\tpos\nbad film\tneg\n")
+def test_vocabulary_comes_from_train_and_dev_words_keep_their_vectors_beside_it(tmp_path):
+    vectors = _write(tmp_path / "vec.txt", "good 1 0 0\nfilm 0 1 0\ngreat 0 0 1\nrare 1 1 0\n")
+    train = _write(tmp_path / "train.tsv", "text\tlabel\nGood film\tpos\nbad film\tneg\nrare film\tneg\n")
     dev = _write(tmp_path / "dev.tsv", "text\tlabel\nGreat film\tpos\nawful film\tneg\n")
     options = TaskOptions(files={"train": train, "dev": dev}, format="tsv")
     result = prepare(PrepareSettings(task="custom", out=tmp_path / "out", annotator="none", embeddings=vectors,
-                                     vectors_vocab=vectors_vocab, options=options))
+                                     min_freq=2, options=options))
     ds = load_prepared(result.out)
     lower = ds.vocabs["lower"]
-    assert lower.itos[:2] == ["<pad>", "<unk>"] and set(lower.itos[2:5]) == {"good", "bad", "film"}
-    assert ("great" in lower) is vectors_vocab  # a dev word with a vector: its row, not <unk>
-    assert "awful" not in lower  # a dev word without one stays unknown
-    if vectors_vocab:
-        assert torch.equal(ds.embeddings[lower.id("great")], torch.tensor([0.0, 0, 1]))
-        assert [lower.itos[i] for i in ds.splits["dev"][0].lower] == ["great", "film"]
-    assert result.manifest["settings"]["vectors_vocab"] is vectors_vocab
-    assert result.manifest["statistics"]["splits"]["dev"]["oov_vocab_tokens"] == 0.5  # OOV against train words
+    # film (2 times) passes min_freq; good and rare are rarer but have vectors; bad has neither
+    assert lower.itos == ["<pad>", "<unk>", "film", "good", "rare"]
+    assert "great" not in lower  # a dev word is never in the vocabulary ...
+    dev_split = ds.splits["dev"]
+    assert dev_split[0].lower.tolist() == [len(lower), lower.id("film")]  # ... it gets the first open id
+    assert torch.equal(dev_split.open_vectors, torch.tensor([[0.0, 0, 1]]))  # and its vector
+    assert dev_split[1].lower.tolist() == [1, lower.id("film")]  # awful has no vector: <unk>
+    assert ds.splits["train"].open_vectors.shape == (0, 3)  # bad: no vector, so nothing to open
+    stats = result.manifest["statistics"]["splits"]["dev"]
+    assert stats["oov_vocab_tokens"] == 0.5 and stats["oov_vectors_tokens"] == 0.25
+    emb = result.manifest["embeddings"]
+    assert emb["path"] == str(vectors.resolve()) and emb["format"] == "glove-text" and len(emb["sha256"]) == 64
+
+
+def test_staging_a_test_file_changes_nothing_that_is_trained(tmp_path):
+    """The vocabularies and vectors depend on the train split alone: adding a test file to the
+    prepared data (with words of its own, with and without vectors, new characters) leaves them
+    byte for byte as they were."""
+    vectors = _write(tmp_path / "vec.txt", "good 1 0 0\nfilm 0 1 0\nzebra 0 0 1\n")
+    train = _write(tmp_path / "train.tsv", "text\tlabel\nGood film\tpos\nbad film\tneg\n")
+    test = _write(tmp_path / "test.tsv", "text\tlabel\nzebra film\tpos\nQuixotic ñ film\tneg\n")
+    outs = {}
+    for name, files in (("without", {"train": train, "dev": train}),
+                        ("with", {"train": train, "dev": train, "test": test})):
+        options = TaskOptions(files=files, format="tsv")
+        outs[name] = prepare(PrepareSettings(task="custom", out=tmp_path / name, annotator="none",
+                                             embeddings=vectors, options=options)).out
+    assert (outs["with"] / "vocab.json").read_text() == (outs["without"] / "vocab.json").read_text()
+    a, b = (torch.load(outs[n] / "embeddings.pt", weights_only=True) for n in ("with", "without"))
+    assert torch.equal(a["vectors"], b["vectors"]) and torch.equal(a["found"], b["found"])
+    test_split = load_prepared(outs["with"]).splits["test"]
+    assert test_split.open_vectors.tolist() == [[0.0, 0.0, 1.0]]  # zebra, from the vectors file
 
 
 def test_refuses_to_overwrite_a_foreign_directory(tmp_path, data_root):

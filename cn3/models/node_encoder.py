@@ -9,9 +9,11 @@ context layer); the attribute part alone is ``v``, the ``v_i``/``v_k`` of the en
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from cn3.batching import SideBatch
@@ -86,6 +88,10 @@ class NodeEncoder(nn.Module):
 
     Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)`` where ``x`` is
     ``[word; attributes]`` and ``v`` the attribute part only.
+
+    Open vocabulary: inside ``with encoder.open_vocabulary(rows)``, word ids ``n_words + j`` are
+    embedded as ``rows[j]`` (pretrained vectors of words outside the trained vocabulary, see
+    :func:`data_prep.store.open_vocabulary`).
     """
 
     def __init__(self, sizes: NodeEncoderSizes, word_dim: int, pretrained: Tensor | None = None,
@@ -102,6 +108,7 @@ class NodeEncoder(nn.Module):
         self.spell = nn.Linear(sizes.n_spell, spell_dim) if spell_dim else None
         self.dropout = nn.Dropout(dropout)
         self.word_dropout = word_dropout
+        self._open_rows: Tensor | None = None
         self.attr_dim = (char_out if self.char is not None else 0) + pos_dim + spell_dim
         self.out_dim = word_dim + self.attr_dim
         self.reset_parameters()
@@ -123,6 +130,26 @@ class NodeEncoder(nn.Module):
         drop = (torch.rand(ids.shape, device=ids.device) < self.word_dropout) & (ids != PAD_ID)
         return ids.masked_fill(drop, UNK_ID)  # (B, N)
 
+    @contextmanager
+    def open_vocabulary(self, rows: Tensor | None):
+        """Embed ids ``n_words + j`` as ``rows[j]`` ``(K, word_dim)`` inside the block (no-op for ``None``)."""
+        if rows is not None and rows.shape[-1] != self.word.embedding_dim:
+            raise ValueError(f"open-vocabulary vectors have {rows.shape[-1]} dimensions, the word embeddings "
+                             f"{self.word.embedding_dim}")
+        self._open_rows = rows
+        try:
+            yield self
+        finally:
+            self._open_rows = None
+
+    def _embed_words(self, ids: Tensor) -> Tensor:
+        rows = self._open_rows
+        if rows is None or rows.shape[0] == 0:
+            return self.word(ids)
+        weight = self.word.weight
+        table = torch.cat([weight, rows.to(weight)])  # (n_words + K, word_dim)
+        return F.embedding(ids, table, padding_idx=self.word.padding_idx)
+
     def forward(self, side: SideBatch) -> tuple[Tensor, Tensor | None]:
         attrs = []
         if self.char is not None:
@@ -131,7 +158,7 @@ class NodeEncoder(nn.Module):
             attrs.append(self.pos(side.upos))  # (B, N, pos_dim)
         if self.spell is not None:
             attrs.append(torch.tanh(self.spell(side.spell)))  # (B, N, spell_dim)
-        words = self.word(self._drop_words(side.lower))  # (B, N, word_dim)
+        words = self._embed_words(self._drop_words(side.lower))  # (B, N, word_dim)
         v = torch.cat(attrs, -1) if attrs else None
         x = torch.cat([words, v], -1) if v is not None else words
         return self.dropout(x), (self.dropout(v) if v is not None else None)

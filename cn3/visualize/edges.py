@@ -87,10 +87,11 @@ def input_line(texts: list[str], level: str, task: str) -> str:
     return texts[0]
 
 
-def edge_view(loaded, texts: list[str], device) -> EdgeView:
+def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
     """Run ``texts`` through a loaded run (``cn3.trainer.load_model``) and collect its soft graphs.
 
-    ``texts``: one sentence, or premise and hypothesis for pair tasks.
+    ``texts``: one sentence, or premise and hypothesis for pair tasks. ``vectors``: the run's word
+    vectors (``cn3.inference.run_vectors``), for the words outside its vocabulary.
     """
     from cn3.inference import examples_dataset, text_examples
     from cn3.trainer import predict
@@ -99,7 +100,7 @@ def edge_view(loaded, texts: list[str], device) -> EdgeView:
     check_has_edges(encoder)
     level = manifest["level"]
     examples = text_examples([input_line(texts, level, manifest["task"])], manifest)
-    dataset = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False)
+    dataset, _ = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False, vectors=vectors)
     preds, infos = predict(loaded.model, dataset, device, keep_info=True)
     info = infos[0][1]  # one batch holding the one item, at row 0
     if not info.get("a"):
