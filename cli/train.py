@@ -123,9 +123,9 @@ def evaluate_command(
         manifest = loaded.manifest
         if file is not None:
             vectors, vectors_source = run_vectors(manifest, embeddings, use=not no_vectors)
-            dataset, annotation = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest,
-                                                   with_labels=True, vectors=vectors,
-                                                   annotator=annotator.value if annotator else None)
+            text = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest, with_labels=True,
+                                    vectors=vectors, annotator=annotator.value if annotator else None)
+            dataset, annotation, truncated = text.dataset, text.annotation, text.truncated
             what = str(file)
         else:
             if annotator is not None or embeddings is not None or no_vectors:
@@ -137,6 +137,7 @@ def evaluate_command(
                 raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
             dataset, what = ds.splits[split.value], f"{split.value} ({prepared})"
             annotation = f"{manifest['annotator']['name']} (the prepared dataset's)"
+            truncated = 0  # counted by `cn3 prepare`
             vectors_source = (f"{manifest['embeddings']['path']} (looked up when the dataset was prepared)"
                               if manifest.get("embeddings") else "none recorded by the run")
         labels = loaded.vocabs["labels"].itos
@@ -148,6 +149,9 @@ def evaluate_command(
         console.print(line, soft_wrap=True)
     console.print(f"word vectors: {vectors_source}", soft_wrap=True)
     console.print(f"annotation: {annotation}", soft_wrap=True)
+    if truncated:
+        console.print(f"{truncated:,} sentences were cut to the run's {manifest['settings']['max_len']} tokens, as at "
+                      "training")
     if report:
         table = Table()
         for col in ("label", "precision", "recall", "f1", "support"):
@@ -221,11 +225,13 @@ def predict_command(
         else:
             raise typer.BadParameter("give a text or --file")
         vectors, _ = run_vectors(loaded.manifest, embeddings, use=not no_vectors)
-        dataset, annotation = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False,
-                                               vectors=vectors)
-        preds, probs = predict_with_probabilities(loaded.model, dataset, dev)
-    console.print(describe(coverage(dataset, loaded.vocabs))[0], soft_wrap=True)
-    console.print(f"annotation: {annotation}", soft_wrap=True)
+        text = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False, vectors=vectors)
+        preds, probs = predict_with_probabilities(loaded.model, text.dataset, dev)
+    console.print(describe(coverage(text.dataset, loaded.vocabs))[0], soft_wrap=True)
+    console.print(f"annotation: {text.annotation}", soft_wrap=True)
+    if text.truncated:
+        console.print(f"{text.truncated:,} texts were cut to the run's {loaded.manifest['settings']['max_len']} tokens, "
+                      "as at training (their printed tokens too)")
     labels = loaded.vocabs["labels"].itos
     for ex, pred, prob in zip(examples, preds, probs):
         record = prediction_record(ex, level, labels, pred, prob)

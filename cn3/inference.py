@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -117,16 +118,28 @@ def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") 
     return examples
 
 
+@dataclass
+class NewText:
+    """New text encoded for a run: the dataset, the annotation it was given (a sentence saying which
+    and why) and how many sentences were cut to the run's ``max_len``."""
+
+    dataset: GraphDataset
+    annotation: str
+    truncated: int
+
+
 def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with_labels: bool, vectors=None,
-                     annotator: str | None = None) -> tuple[GraphDataset, str]:
-    """Annotate (as the run's data was) and encode ``examples`` with the run's vocabularies.
+                     annotator: str | None = None) -> NewText:
+    """Prepare ``examples`` as the run's data was: cut to its ``max_len``, annotate, encode with its
+    vocabularies.
 
     ``vectors`` (:func:`run_vectors`): words outside the vocabulary that have one keep it, as the
-    staged dev/test splits do. ``annotator``: force one (:func:`annotator_for_run`). Returns the
-    dataset and the sentence naming the annotation used. Without labels (prediction) every item gets
-    a placeholder label, ignored by the caller. With labels, one that the run does not know is a
-    ``DataError`` naming file and line.
+    staged dev/test splits do. ``annotator``: force one (:func:`annotator_for_run`). Without labels
+    (prediction) every item gets a placeholder label, ignored by the caller. With labels, one that
+    the run does not know is a ``DataError`` naming file and line.
     """
+    from data_prep.prepare import truncate
+
     level = manifest["level"]
     labels = vocabs["labels"]
     for ex in examples:
@@ -141,13 +154,15 @@ def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with
                 s.tags = [labels.itos[0]] * len(s)
         else:
             ex.label = labels.itos[0]
+    max_len = manifest["settings"].get("max_len")
+    truncated = truncate({"text": examples}, max_len) if max_len else 0
     parser, annotation = annotator_for_run(manifest, _has_gold(examples, manifest), annotator)
     if parser is not None:
         parser.annotate([s for ex in examples for s in ex.sentences])
     ann = manifest["annotator"]
     tensors = encode_split(examples, level, vocabs, manifest["settings"]["char_len"],
                            ann["pos_input"], ann["trees"], vectors)
-    return GraphDataset(tensors, level), annotation
+    return NewText(GraphDataset(tensors, level), annotation, truncated)
 
 
 def read_task_file(manifest: dict, path: Path) -> list[Example]:

@@ -206,8 +206,11 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
 
 
 def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:
-    """Score the best checkpoint on dev and test; write ``results.json``; print the final table."""
+    """Score the best checkpoint on dev and test; write ``results.json`` (with each split's coverage:
+    how many of its words are outside the vocabulary, with and without a vector); print the final table."""
     from rich.table import Table
+
+    from data_prep.coverage import coverage
 
     loaded = load_model(run, device)
     labels = ds.vocabs["labels"].itos
@@ -219,7 +222,8 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | 
         if split in ds.splits:
             res = evaluate_dataset(loaded.model, ds.splits[split], labels, ds.level, ds.manifest.get("tag_scheme"),
                                    device, cfg.train.eval_batch_size)
-            results["scores"][split] = {"metric": res["metric"], "score": round(res["score"], 2)}
+            results["scores"][split] = {"metric": res["metric"], "score": round(res["score"], 2),
+                                        "coverage": coverage(ds.splits[split], ds.vocabs)}
     results["metric"] = results["scores"]["dev"]["metric"]
     atomic_write_json(run.results, results)
     table = Table(title=f"{results['task']} · {results['encoder']} · seed {results['seed']}")

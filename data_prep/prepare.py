@@ -119,7 +119,7 @@ def _source_files(spec: TaskSpec, root: Path | None, options: TaskOptions) -> li
     return [root / f for f in spec.files]
 
 
-def _truncate(splits: dict[str, list[Example]], max_len: int) -> int:
+def truncate(splits: dict[str, list[Example]], max_len: int) -> int:
     """Cut every sentence to ``max_len`` tokens; arcs into the cut part are re-attached to the root."""
     n_cut = 0
     for examples in splits.values():
@@ -318,7 +318,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
         splits = {name: splits[name] for name in SPLITS if name in splits}
         if not splits.get("train"):
             raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
-        n_truncated = _truncate(splits, max_len) if max_len else 0
+        n_truncated = truncate(splits, max_len) if max_len else 0
 
         n_sentences, seconds = _annotate(annotator, splits)
         use_pos = "pos" in annotator.provides and not spec.label_is_pos

@@ -72,7 +72,7 @@ def test_tagging_marginals(runs):
     loaded = load_model(RunDir(runs["conll2000"]), torch.device("cpu"))
     labels = loaded.vocabs["labels"].itos
     examples = text_examples([text], loaded.manifest)
-    dataset, _ = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
+    dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False).dataset
     (pred,), (full,) = predict_with_probabilities(loaded.model, dataset, torch.device("cpu"))
     full = torch.tensor(full, dtype=torch.float64)  # (N, T): every tag at every token
     torch.testing.assert_close(full.sum(-1), torch.ones(len(tokens), dtype=torch.float64), atol=1e-3, rtol=0)

@@ -52,3 +52,14 @@ def test_a_run_of_another_release_is_not_resumed(tmp_path):
     check_resumable(cn3.__version__, tmp_path / "latest.pt")  # the same release resumes
     with pytest.raises(ConfigError, match=r"written by cn3 0\.1\.0.*start a new run"):
         check_resumable("0.1.0", tmp_path / "latest.pt")
+
+
+def test_a_0_2_sentence_config_loses_the_removed_vectors_vocab_key():
+    from cn3.compat import upgrade_sentence_config
+    from cn3.run_config import RunConfig
+
+    saved = to_dict(RunConfig())
+    saved["data"]["vectors_vocab"] = True  # written by cn3 0.2.x
+    with pytest.raises(ConfigError, match="vectors_vocab"):
+        from_dict(RunConfig, saved)
+    assert from_dict(RunConfig, upgrade_sentence_config(saved, "0.2.0")) == RunConfig()

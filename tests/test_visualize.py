@@ -102,7 +102,7 @@ def test_edge_view_is_the_models_own_graph(runs):
             expected = torch.sigmoid(layer.lin_gate(h[0, :n])).mean(-1)
         np.testing.assert_allclose(gate_view, expected.numpy(), rtol=1e-5)
     examples = text_examples([SENTENCE], loaded.manifest)
-    dataset, _ = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False)
+    dataset = examples_dataset(examples, loaded.vocabs, loaded.manifest, with_labels=False).dataset
     (pred,), (probs,) = predict_with_probabilities(loaded.model, dataset, device)
     assert view.prediction == loaded.vocabs["labels"].itos[pred]  # what `cn3 predict` says
     assert probs[pred] == max(probs)

@@ -100,7 +100,7 @@ def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
     check_has_edges(encoder)
     level = manifest["level"]
     examples = text_examples([input_line(texts, level, manifest["task"])], manifest)
-    dataset, _ = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False, vectors=vectors)
+    dataset = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False, vectors=vectors).dataset
     preds, infos = predict(loaded.model, dataset, device, keep_info=True)
     info = infos[0][1]  # one batch holding the one item, at row 0
     if not info.get("a"):
