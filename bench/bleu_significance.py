@@ -1,15 +1,16 @@
-"""Is translation run B better than run A on a split? sacreBLEU's own paired tests.
+"""Is translation run B better than run A on a split? sacreBLEU's own paired tests (cn3.stats).
 
     .venv/bin/python bench/bleu_significance.py runs/nmt-cn3-seed1 runs/nmt-hybrid-token-seed1 --split test2016
 
 Reads each run's final hypotheses (``RUN/translations/<split>.beam<k>.txt``, written by ``cn3 nmt train``
 and ``cn3 nmt evaluate --output``) and the split's references (from the first run's config, as
-``cn3 nmt evaluate`` loads them), and runs ``sacrebleu.significance.PairedTest`` with the first run as
-the baseline: paired bootstrap resampling (Koehn, 2004; 1,000 samples) and approximate randomization
-(Riezler & Maxwell, 2005; 10,000 trials), as ``sacrebleu --paired-bs`` / ``--paired-ar`` do. Same
-seed for every comparison, so the figures are reproducible. (sacreBLEU follows multeval in counting
-only samples whose difference *exceeds* the observed one, so a system compared with itself gets the
-smallest p-value: read p only for different systems.)
+``cn3 nmt evaluate`` loads them), and compares each further run with the first (the baseline) by
+:func:`cn3.stats.bleu_paired_test`, i.e. ``sacrebleu.significance.PairedTest``: paired bootstrap
+resampling (Koehn, 2004; 1,000 samples) and approximate randomization (Riezler & Maxwell, 2005;
+10,000 trials), as ``sacrebleu --paired-bs`` / ``--paired-ar`` do, each with the 95% paired bootstrap
+interval of the difference. sacreBLEU's default seed (12345) for every comparison, so the figures are
+reproducible. (sacreBLEU follows multeval in counting only samples whose difference *exceeds* the
+observed one; cn3.stats reports p = 1 for two runs with the same statistics on every sentence.)
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
-from sacrebleu.significance import PairedTest
-
 from cn3.nmt.config import config_from_dict
 from cn3.nmt.data import load_split
+from cn3.stats import bleu_paired_test
 
 
 def hypotheses(run: Path, split: str) -> list[str]:
@@ -41,17 +40,14 @@ def main() -> None:
 
     cfg = config_from_dict(yaml.safe_load((args.baseline / "config.yaml").read_text()))
     refs = [tgt for _, tgt in load_split(cfg.data, args.split, cfg.train.seed)]
-    named = [(str(run), hypotheses(run, args.split)) for run in [args.baseline, *args.systems]]
-    for name, hyps in named:
+    named = {run: hypotheses(run, args.split) for run in [args.baseline, *args.systems]}
+    for run, hyps in named.items():
         if len(hyps) != len(refs):
-            raise SystemExit(f"{name}: {len(hyps)} hypotheses for {len(refs)} references of {args.split}")
-    for test_type, samples in (("bs", 1000), ("ar", 10_000)):
-        _, scores = PairedTest(named, {"BLEU": BLEU()}, [refs], test_type=test_type, n_samples=samples)()
-        print(f"{args.split}, paired {'bootstrap' if test_type == 'bs' else 'approximate randomization'}:")
-        for system, result in zip(scores["System"], scores["BLEU"]):
-            p = "" if result.p_value is None else f"  p = {result.p_value:.4f}"
-            ci = f" ({result.mean:.2f} ± {result.ci:.2f})" if result.mean is not None else ""
-            print(f"  {system}: BLEU {result.score:.2f}{ci}{p}")
+            raise SystemExit(f"{run}: {len(hyps)} hypotheses for {len(refs)} references of {args.split}")
+    for system in args.systems:
+        print(f"{args.split}: A = {system}, B = {args.baseline}")
+        for test in ("bs", "ar"):
+            print("  " + bleu_paired_test(refs, named[system], named[args.baseline], test=test).sentence(args.split))
 
 
 if __name__ == "__main__":

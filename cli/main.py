@@ -5,10 +5,13 @@ from __future__ import annotations
 import typer
 
 import cn3
+from cli.compare import compare_command
 from cli.encoders import encoders_command
+from cli.experiment import experiment_app
 from cli.help_text import unwrap_help
 from cli.prepare import prepare_command, tasks_command
 from cli.nmt import nmt_app
+from cli.plot import plot_command
 from cli.train import evaluate_command, predict_command, train_command
 from cli.visualize import visualize_app
 
@@ -25,8 +28,11 @@ app.command("encoders")(encoders_command)
 app.command("train")(train_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
+app.command("compare")(compare_command)
+app.command("plot")(plot_command)
 app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
+app.add_typer(experiment_app, name="experiment")
 unwrap_help(app)
 
 

@@ -9,7 +9,9 @@ the final report); :func:`run_loop` does the rest, identically for both:
   ``patience`` evaluations without one, ``max_steps``;
 * ``latest.pt`` every ``checkpoint_every`` steps, at every epoch end, at a stop and on Ctrl-C or
   SIGTERM, with everything resuming needs. ``best.pt`` leaves out the optimizer and RNG states,
-  which only resuming reads.
+  which only resuming reads;
+* at the end, ``curves.png`` from ``metrics.jsonl`` (:mod:`cn3.curves`); under ``tensorboard``,
+  the same scalars as they come, into ``RUN/tensorboard/``.
 
 Exact resume: each epoch's batch order is a pure function of ``(seed, epoch)``; a checkpoint stores
 the weights, optimizer, every RNG stream, the epoch, the batches done in it and whether an
@@ -19,6 +21,7 @@ included.
 
 from __future__ import annotations
 
+import importlib
 import math
 import signal
 import time
@@ -52,6 +55,9 @@ class LoopConfig:
         log_every: a log line with loss, learning rate and throughput every this many updates
             (0 = never; the progress bar shows them live in a terminal).
         num_threads: torch CPU threads (0 = torch's default).
+        tensorboard: also write train loss and learning rate (at each log line and evaluation) and
+            the dev scores (at each evaluation) as TensorBoard scalars into ``RUN/tensorboard/``;
+            needs the ``tensorboard`` package (``pip install 'cn3[tensorboard]'``).
     """
 
     seed: int = 1
@@ -63,6 +69,7 @@ class LoopConfig:
     checkpoint_every: int = 0
     log_every: int = 0
     num_threads: int = 0
+    tensorboard: bool = False
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -77,9 +84,11 @@ class LoopConfig:
 
 
 #: Loop settings a resumed run may change (how long to go on, how often to checkpoint or log, how
-#: many CPU threads: none changes what is computed); anything else must match the run.
+#: many CPU threads, whether to write TensorBoard scalars: none changes what is computed); anything
+#: else must match the run.
 RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
-                     ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every")}
+                     ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every"),
+                     ("train", "tensorboard")}
 
 
 def make_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: float = 0.0,
@@ -134,6 +143,62 @@ class TaskAdapter(Protocol):
         """The final scores of the best checkpoint: ``results.json`` and the table."""
 
 
+def check_tensorboard(t: LoopConfig) -> None:
+    """Under ``train.tensorboard``, a ConfigError when the package is missing. Trainers call it
+    first, so such a run fails at once rather than after preparing data and building the model."""
+    if t.tensorboard:
+        try:
+            importlib.import_module("tensorboard")
+        except ImportError:
+            raise ConfigError("train.tensorboard: true needs the tensorboard package "
+                              "(pip install tensorboard)") from None
+
+
+class Scalars:
+    """TensorBoard scalars of a run (``train.tensorboard``); a no-op when it is off, so the loop
+    calls it unconditionally."""
+
+    def __init__(self, t: LoopConfig, run: RunDir):
+        self.writer = None
+        if t.tensorboard:
+            check_tensorboard(t)
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(run.tensorboard))
+
+    def train(self, step: int, loss: float, lr: float) -> None:
+        if self.writer is not None:
+            self.writer.add_scalar("train/loss", loss, step)
+            self.writer.add_scalar("train/lr", lr, step)
+
+    def dev(self, step: int, fields: dict) -> None:
+        """The numbers of an evaluation's record fields, each under ``dev/<what it is>``: a sentence
+        run's ``dev`` under its ``metric`` name (``dev/accuracy``), translation's ``dev_bleu`` as
+        ``dev/bleu``."""
+        if self.writer is None:
+            return
+        for key, value in fields.items():
+            if isinstance(value, (int, float)):
+                name = fields.get("metric", "score") if key == "dev" else key.removeprefix("dev_")
+                self.writer.add_scalar(f"dev/{name}", value, step)
+        self.writer.flush()  # evaluations are minutes apart: let a running TensorBoard see each one
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def draw_curves(run: RunDir) -> None:
+    """``RUN/curves.png`` from ``metrics.jsonl``. A figure is a convenience: a failure to draw it
+    (a broken matplotlib, a full disk) is a warning in the log, never a failed training."""
+    from cn3.curves import plot_runs
+
+    try:
+        plot_runs([run.path], run.curves)
+    except Exception as err:  # whatever went wrong, the trained run stands
+        run.log(f"[yellow]warning[/]: could not draw {run.curves}: {type(err).__name__}: {err}")
+
+
 def new_state() -> dict:
     return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
             "best_epoch": 0, "bad_evals": 0, "eval_due": False, "eval_train_loss": 0.0, "seconds": 0.0}
@@ -154,12 +219,14 @@ def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device,
 
 def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict, model_args: dict,
              state: dict) -> dict:
-    """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the adapter's final report.
+    """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the adapter's final report
+    (after which ``curves.png`` is drawn).
 
     ``state`` is :func:`new_state` or a resumed one. Ctrl-C (or SIGTERM) writes ``latest.pt`` and
     re-raises ``KeyboardInterrupt``.
     """
     model, optimizer = adapter.model, adapter.optimizer
+    scalars = Scalars(t, run)
 
     def checkpoint(path: Path) -> None:
         full = path == run.latest
@@ -194,6 +261,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         if improved:
             checkpoint(run.best)
         run.append_metrics(record)
+        scalars.dev(state["step"], fields)
         run.log(f"epoch {epoch} step {state['step']}: train loss {train_loss:.4f}, {text}"
                 + (" [green](best)[/]" if improved else ""))
 
@@ -240,8 +308,11 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     count += n
                     rate = f"loss {loss_sum / count:.3f} lr {lr:.2e} {count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s"
                     bar.update(task, completed=b + 1, rate=rate)
-                    if t.log_every and state["step"] % t.log_every == 0:
+                    log_due = t.log_every and state["step"] % t.log_every == 0
+                    if log_due:
                         run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
+                    if log_due or b + 1 in eval_points:
+                        scalars.train(state["step"], loss_sum / count, lr)
                     if b + 1 in eval_points:
                         state.update(eval_due=True, eval_train_loss=loss_sum / count)
                         evaluate(epoch + 1, loss_sum / count, bar)
@@ -268,8 +339,11 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
     finally:
+        scalars.close()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     if not run.best.is_file():
         raise ConfigError("training ended before the first evaluation: no best checkpoint")
-    return adapter.report(run, state)
+    report = adapter.report(run, state)
+    draw_curves(run)
+    return report

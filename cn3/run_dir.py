@@ -1,4 +1,5 @@
-"""The run directory: resolved config, vocabulary, log, per-evaluation metrics, checkpoints.
+"""The run directory: resolved config, vocabulary, log, per-evaluation metrics, checkpoints,
+the final predictions and learning curves.
 
     RUN/config.yaml      the resolved config (source of truth for evaluate/predict/visualize)
     RUN/vocab.json       the vocabularies the model was trained with
@@ -7,7 +8,19 @@
     RUN/latest.pt        written atomically at every evaluation, every ``checkpoint_every`` steps
                          and on Ctrl-C; ``--resume`` continues from it
     RUN/best.pt          the best dev score so far
-    RUN/results.json     final dev/test scores, wall time, parameters
+    RUN/results.json     final dev/test scores, wall time, parameters; under "predictions", per
+                         scored split: {"path": "predictions/<split>.jsonl", "items": n, "metric":
+                         "accuracy" | "span_f1" | "token_accuracy" | "bleu", "tag_scheme": str | null,
+                         "task": the task (translation: the corpus, e.g. "multi30k en-de")}
+    RUN/predictions/<split>.jsonl
+                         the best checkpoint's output on each scored split (sentence runs: dev and
+                         test; translation: every split of train.final_splits), one JSON object per
+                         item in dataset order: {"i": item index, "gold": ..., "pred": ...}: label
+                         strings (classification, pairs), lists of tag strings (tagging), or the
+                         reference and the hypothesis, detokenised as BLEU scores them (translation)
+    RUN/curves.png       train loss and dev score against step, drawn from metrics.jsonl at the end
+                         (``cn3 plot`` draws several runs on one figure)
+    RUN/tensorboard/     TensorBoard event files, under ``train.tensorboard: true``
 """
 
 from __future__ import annotations
@@ -35,6 +48,9 @@ class RunDir:
     latest = property(lambda self: self.path / "latest.pt")
     best = property(lambda self: self.path / "best.pt")
     results = property(lambda self: self.path / "results.json")
+    predictions = property(lambda self: self.path / "predictions")
+    curves = property(lambda self: self.path / "curves.png")
+    tensorboard = property(lambda self: self.path / "tensorboard")
 
     def create(self, config: dict, resume: bool) -> None:
         if self.latest.exists() and not resume:
@@ -53,6 +69,16 @@ class RunDir:
     def append_metrics(self, record: dict) -> None:
         with open(self.metrics, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+
+    def write_predictions(self, split: str, gold: list, pred: list, metric: str, tag_scheme: str | None,
+                          task: str) -> dict:
+        """Write ``predictions/<split>.jsonl`` atomically (see the module docstring); returns its entry
+        for ``results.json["predictions"]``, which tells a reader how to score the file."""
+        lines = [json.dumps({"i": i, "gold": g, "pred": p}, ensure_ascii=False)
+                 for i, (g, p) in enumerate(zip(gold, pred, strict=True))]
+        relative = f"{self.predictions.name}/{split}.jsonl"
+        atomic_write_text(self.path / relative, "".join(line + "\n" for line in lines))
+        return {"path": relative, "items": len(lines), "metric": metric, "tag_scheme": tag_scheme, "task": task}
 
     def require(self) -> None:
         """For evaluate/predict/visualize: the run must exist and hold a model."""

@@ -18,7 +18,7 @@ from cn3.batching import item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
-from cn3.loop import RESUMABLE_CHANGES, make_optimizer, run_loop, start
+from cn3.loop import RESUMABLE_CHANGES, check_tensorboard, make_optimizer, run_loop, start
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
@@ -107,9 +107,11 @@ def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size
     return preds, infos
 
 
-def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: str | None,
-                     device, batch_size: int = 128) -> dict:
-    """Score ``model`` on a dataset whose items carry gold labels."""
+def gold_and_predictions(model, dataset, labels: list[str], level: str, device,
+                         batch_size: int = 128) -> tuple[list, list]:
+    """``(gold, pred)`` for a dataset whose items carry gold labels, in dataset order, as label strings
+    (or tag-string lists for ``level == "node"``): what :func:`cn3.metrics.score` scores and what a
+    run's ``predictions/<split>.jsonl`` keeps, so one pass of the model serves both."""
     preds, _ = predict(model, dataset, device, batch_size)
     if level == "node":
         gold = [[labels[t] for t in dataset[i].y.tolist()] for i in range(len(dataset))]
@@ -117,7 +119,13 @@ def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: 
     else:
         gold = [labels[int(y)] for y in dataset.t["y"]]
         pred = [labels[p] for p in preds]
-    return score(level, tag_scheme, gold, pred)
+    return gold, pred
+
+
+def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: str | None,
+                     device, batch_size: int = 128) -> dict:
+    """Score ``model`` on a dataset whose items carry gold labels."""
+    return score(level, tag_scheme, *gold_and_predictions(model, dataset, labels, level, device, batch_size))
 
 
 class SentenceTask:
@@ -188,6 +196,7 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     """
     from data_prep.dataset import load_prepared
 
+    check_tensorboard(cfg.train)
     device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     given = cfg.data.prepared
     prepared = given if given and (Path(given) / "manifest.json").is_file() else ensure_prepared(cfg)
@@ -206,24 +215,28 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
 
 
 def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:
-    """Score the best checkpoint on dev and test; write ``results.json`` (with each split's coverage:
-    how many of its words are outside the vocabulary, with and without a vector); print the final table."""
+    """Score the best checkpoint on dev and test and keep its predictions (``predictions/<split>.jsonl``);
+    write ``results.json`` (with each split's coverage: how many of its words are outside the
+    vocabulary, with and without a vector); print the final table."""
     from rich.table import Table
 
     from data_prep.coverage import coverage
 
     loaded = load_model(run, device)
     labels = ds.vocabs["labels"].itos
-    results = {"task": ds.manifest["task"], "encoder": cfg.model.encoder, "seed": cfg.train.seed,
+    task, tag_scheme = ds.manifest["task"], ds.manifest.get("tag_scheme")
+    results = {"task": task, "encoder": cfg.model.encoder, "seed": cfg.train.seed,
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
                "seconds": round(state["seconds"], 1), "device": str(device), "command": command,
-               "threads": torch.get_num_threads(), "scores": {}}
+               "threads": torch.get_num_threads(), "scores": {}, "predictions": {}}
     for split in ("dev", "test"):
         if split in ds.splits:
-            res = evaluate_dataset(loaded.model, ds.splits[split], labels, ds.level, ds.manifest.get("tag_scheme"),
-                                   device, cfg.train.eval_batch_size)
+            gold, pred = gold_and_predictions(loaded.model, ds.splits[split], labels, ds.level, device,
+                                              cfg.train.eval_batch_size)
+            res = score(ds.level, tag_scheme, gold, pred)
             results["scores"][split] = {"metric": res["metric"], "score": round(res["score"], 2),
                                         "coverage": coverage(ds.splits[split], ds.vocabs)}
+            results["predictions"][split] = run.write_predictions(split, gold, pred, res["metric"], tag_scheme, task)
     results["metric"] = results["scores"]["dev"]["metric"]
     atomic_write_json(run.results, results)
     table = Table(title=f"{results['task']} · {results['encoder']} · seed {results['seed']}")

@@ -8,6 +8,8 @@ Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
     RUN/best.pt              best dev BLEU so far (weights, no optimizer state)
     RUN/results.json         final BLEU per split
     RUN/translations/        the final hypotheses per split
+    RUN/predictions/         the same per split with their references (JSONL; see :mod:`cn3.run_dir`)
+    RUN/curves.png           train and dev loss, dev BLEU against step
 
 Exact resume is the loop's (see :mod:`cn3.loop`); the learning rate is a pure function of the step
 and the subword model is read back from the run directory, so a resumed run ends with the same
@@ -32,7 +34,7 @@ from cn3.bucketing import bucketed_batches
 from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
 from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
-from cn3.loop import make_optimizer, run_loop, start
+from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
 from cn3.nmt.config import NMTConfig, config_from_dict
 from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.search import translate_lines
@@ -221,6 +223,7 @@ class TranslationTask:
 
 def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_name: str = "auto") -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
+    check_tensorboard(cfg.train)
     device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     t = cfg.train
     final_splits(t.final_splits, cfg.data.corpus)  # a typo fails now, not after training
@@ -248,7 +251,8 @@ def _corpus_name(cfg: NMTConfig) -> str:
 
 
 def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
-    """Score the best checkpoint on ``train.final_splits``; write ``results.json`` and print a table."""
+    """Score the best checkpoint on ``train.final_splits``, keep its translations (plain and, with their
+    references, as ``predictions/<split>.jsonl``); write ``results.json`` and print a table."""
     from rich.table import Table
 
     if not run.best.is_file():
@@ -258,7 +262,7 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
     results = {"corpus": _corpus_name(cfg), "encoder": cfg.model.encoder, "seed": t.seed,
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
                "best_epoch": state["best_epoch"], "seconds": round(state["seconds"], 1), "beam": t.final_beam,
-               "alpha": t.alpha, "scores": {}}
+               "alpha": t.alpha, "scores": {}, "predictions": {}}
     for name in final_splits(t.final_splits, cfg.data.corpus):
         try:
             pairs = load_split(cfg.data, name, t.seed)
@@ -269,6 +273,8 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
                                             t.eval_batch_size, device, label=f"{name} BLEU")
         atomic_write_text(run.path / "translations" / f"{name}.beam{t.final_beam}.txt", "\n".join(hyps) + "\n")
         results["scores"][name] = {"bleu": round(bleu, 2), "signature": signature, "sentences": len(pairs)}
+        results["predictions"][name] = run.write_predictions(name, [ref for _, ref in pairs], hyps, "bleu", None,
+                                                             results["corpus"])
     atomic_write_json(run.results, results)
     table = Table(title=f"nmt · {results['encoder']} · {results['corpus']} · seed {results['seed']}")
     for col in ("split", "BLEU", "sentences", "beam", "steps", "wall time", "parameters"):

@@ -1,0 +1,233 @@
+"""``cn3 experiment run``: train a spec's cells, N at a time, as separate processes.
+
+A cell's state lives in its run directory, so the grid can be stopped at any moment and run again:
+
+* ``results.json`` present: **done**, skipped (its config must still be the one the spec gives);
+* ``latest.pt`` without results: **interrupted**, continued with ``--resume`` (exact, see
+  :mod:`cn3.loop`);
+* ``cell.failed`` (exit code and the last lines of the log): **failed** last time, tried again;
+* nothing: **queued**.
+
+Each cell runs ``python -m cli train ...`` (or ``nmt train``) with ``train.num_threads`` = the cores
+divided by ``--jobs``, its output in ``RUN/experiment.log``. Ctrl-C or SIGTERM stops the grid: the
+running cells get SIGTERM, which the training loop turns into a saved ``latest.pt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+from cn3.config import ConfigError
+from cn3.experiment.spec import Cell, ExperimentSpec, resolve_cell
+from cn3.runtime import sigterm_as_interrupt
+from data_prep.atomic import atomic_write_json, atomic_write_text
+from data_prep.console import console
+
+FAILED = "cell.failed"
+LOG = "experiment.log"
+
+
+@dataclass
+class CellState:
+    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done or skipped."""
+
+    cell: Cell
+    state: str
+    score: str = ""
+    started: float | None = None
+    seconds: float | None = None
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+
+def cell_state(cell: Cell) -> str:
+    run = cell.run_dir
+    if (run / "results.json").is_file():
+        return "done"
+    if (run / FAILED).is_file():
+        return "failed"
+    if (run / "latest.pt").is_file():
+        return "interrupted"
+    return "queued"
+
+
+def _score(cell: Cell) -> str:
+    """``dev 93.4 · test 95.2`` from a finished cell's results.json."""
+    try:
+        scores = json.loads((cell.run_dir / "results.json").read_text())["scores"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    parts = []
+    for split, s in scores.items():
+        value = s.get("score", s.get("bleu"))
+        if value is not None:
+            parts.append(f"{split} {value:.2f}")
+    return " · ".join(parts)
+
+
+def check_cells(cells: list[Cell], threads: int) -> None:
+    """Before anything trains: every cell's config resolves, and a cell that already has a run
+    directory was started with the config the spec gives it now (else the table would mix settings).
+
+    Raises:
+        ConfigError: naming the cell and the key.
+    """
+    from cn3.loop import RESUMABLE_CHANGES
+    from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
+    from cn3.runtime import check_resume_config
+
+    for cell in cells:
+        wanted = resolve_cell(cell, threads)
+        saved_path = cell.run_dir / "config.yaml"
+        if not saved_path.is_file():
+            continue
+        saved = yaml.safe_load(saved_path.read_text(encoding="utf-8"))
+        try:
+            check_resume_config(saved, wanted, NMT_RESUMABLE if cell.translation else RESUMABLE_CHANGES)
+        except ConfigError as err:
+            raise ConfigError(f"cell {cell.name}: {cell.run_dir} holds a run with another config ({err}); "
+                              "remove it, or give the grid another --out") from None
+
+
+def default_threads(jobs: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
+
+
+def _start(state: CellState, threads: int) -> None:
+    cell = state.cell
+    cell.run_dir.mkdir(parents=True, exist_ok=True)
+    (cell.run_dir / FAILED).unlink(missing_ok=True)
+    resume = (cell.run_dir / "latest.pt").is_file()
+    command = [sys.executable, "-m", "cli", *cell.command(threads, resume)]
+    log = open(cell.run_dir / LOG, "a", encoding="utf-8")
+    log.write(f"$ cn3 {' '.join(command[3:])}\n")
+    log.flush()
+    # own session: a terminal's Ctrl-C reaches the runner only, which then stops each cell cleanly
+    state.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    state.state, state.started = "running", time.time()
+
+
+def _finish(state: CellState, rc: int) -> None:
+    cell = state.cell
+    state.seconds = time.time() - (state.started or time.time())
+    state.process = None
+    if rc == 0 and (cell.run_dir / "results.json").is_file():
+        state.state, state.score = "done", _score(cell)
+        return
+    tail = (cell.run_dir / LOG).read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+    atomic_write_json(cell.run_dir / FAILED, {"exit_code": rc, "log_tail": tail})
+    state.state = "failed"
+
+
+def _table(states: list[CellState], started: float, jobs: int):
+    from rich.table import Table
+
+    done = [s for s in states if s.state == "done" and s.seconds]
+    left = sum(s.state in ("queued", "interrupted", "failed", "running") for s in states)
+    eta = ""
+    if done and left:
+        eta = f", about {sum(s.seconds for s in done) / len(done) * left / jobs / 60:.0f} min left"
+    table = Table(title=f"{sum(s.state in ('done', 'skipped') for s in states)}/{len(states)} cells done, "
+                        f"{time.time() - started:.0f} s{eta}", title_justify="left")
+    for col in ("task", "variant", "seed", "state", "score", "time"):
+        table.add_column(col)
+    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red"}
+    for s in states:
+        elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
+        table.add_row(s.cell.task, s.cell.variant, str(s.cell.seed),
+                      f"[{colour.get(s.state, 'white')}]{s.state}[/]", s.score,
+                      f"{elapsed:.0f} s" if elapsed is not None else "")
+    return table
+
+
+def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: int | None = None) -> list[CellState]:
+    """Train every cell that is not done, ``jobs`` at a time; returns the final states.
+
+    Writes ``<grid>/grid.json`` (spec path, cells, states, wall time) at the end, also when stopped.
+    """
+    from rich.live import Live
+
+    threads = threads or default_threads(jobs)
+    check_cells(cells, threads)
+    states = []
+    for cell in cells:
+        state = cell_state(cell)
+        states.append(CellState(cell, "skipped" if state == "done" else state,
+                                _score(cell) if state == "done" else ""))
+    pending = [s for s in states if s.state != "skipped"]
+    started = time.time()
+    running: list[CellState] = []
+    previous = sigterm_as_interrupt()
+    live = Live(_table(states, started, jobs), console=console, refresh_per_second=1,
+                transient=False) if console.is_terminal else None
+    try:
+        if live:
+            live.start()
+        while pending or running:
+            while pending and len(running) < jobs:
+                state = pending.pop(0)
+                _start(state, threads)
+                running.append(state)
+                if not live:
+                    console.print(f"started {state.cell.name} -> {state.cell.run_dir}")
+            time.sleep(0.2)
+            for state in list(running):
+                rc = state.process.poll()
+                if rc is None:
+                    continue
+                running.remove(state)
+                _finish(state, rc)
+                if not live:
+                    console.print(f"{state.state} {state.cell.name} {state.score}"
+                                  f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
+            if live:
+                live.update(_table(states, started, jobs))
+    except KeyboardInterrupt:
+        for state in running:
+            state.process.send_signal(signal.SIGTERM)  # the loop saves latest.pt and exits
+        for state in running:
+            state.process.wait()
+            state.state, state.process = "interrupted", None
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if live:
+            live.update(_table(states, started, jobs))
+            live.stop()
+        _write_grid(spec, cells, states, started, jobs, threads)
+    return states
+
+
+def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int,
+                threads: int) -> None:
+    """``<grid>/grid.json``: the spec, every cell's last state, and one entry per ``run`` invocation
+    (its wall time, jobs, threads and how many cells it trained), so the report can state the grid's
+    wall time however many times it was stopped and continued."""
+    if not cells:
+        return
+    grid = cells[0].run_dir.parents[2]
+    grid.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(grid / "spec.yaml", spec.path.read_text(encoding="utf-8"))
+    record = {}
+    if (grid / "grid.json").is_file():
+        record = json.loads((grid / "grid.json").read_text(encoding="utf-8"))
+    trained = sum(s.started is not None for s in states)
+    record = {"spec": str(spec.path),
+              "invocations": [*record.get("invocations", []),
+                              {"started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                               "wall_seconds": round(time.time() - started, 1), "jobs": jobs, "threads": threads,
+                               "cells_trained": trained}],
+              "cells": {**record.get("cells", {}),
+                        **{s.cell.name: {"run_dir": str(s.cell.run_dir), "state": s.state,
+                                         "seconds": None if s.seconds is None else round(s.seconds, 1)}
+                           for s in states}}}
+    atomic_write_json(grid / "grid.json", record)

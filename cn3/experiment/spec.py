@@ -1,0 +1,229 @@
+"""An experiment spec: the cells of a comparison table, from one YAML file.
+
+::
+
+    name: liu-table3
+    description: Liu et al. (2019), Table 3 ...
+    tasks: [trec, sick]            # or a mapping task -> {key: value} overrides for that task only
+    variants:                      # name -> overrides (the `--set` keys of `cn3 train`/`cn3 nmt train`)
+      lstm: {model.encoder: lstm}
+      cn3: {}
+    baseline: lstm                 # every other variant is tested against it
+    seeds: [1, 2, 3]
+    set: {train.num_threads: 1}    # overrides for every cell (optional)
+    budgets:                       # optional: --budget NAME applies these on top
+      smoke: {set: {data.limit: 100, train.max_steps: 5}, tasks: [trec], seeds: [1, 2]}
+    references:                    # optional: the paper's numbers, task -> variant -> number (null = none)
+      trec: {lstm: 93.2}
+
+A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k`` (a cell runs
+`cn3 nmt train` with the default NMT config); both kinds mix in one spec. Cell ``(task, variant,
+seed)`` trains into ``OUT/<name>[-<budget>]/<task>/<variant>/seed<S>``: the path is a function of
+the cell, so a re-run finds what is done. Overrides apply in the order: the task's tuned config,
+``set``, the task's own overrides, the variant's, and last the budget's ``set`` (a budget resizes
+every cell, whatever its variant).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cn3.config import ConfigError, load_yaml
+
+#: shipped specs, found by name (``cn3 experiment run liu-table3``)
+SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
+#: the task name of translation cells (`cn3 nmt train` on Multi30k)
+TRANSLATION_TASK = "multi30k"
+SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references"}
+BUDGET_KEYS = {"set", "tasks", "seeds", "description"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training of the grid.
+
+    Attributes:
+        task, variant, seed: the coordinates.
+        overrides: ``key=value`` strings for ``--set``, in application order.
+        run_dir: where it trains.
+    """
+
+    task: str
+    variant: str
+    seed: int
+    overrides: tuple[str, ...]
+    run_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.variant}/seed{self.seed}"
+
+    @property
+    def translation(self) -> bool:
+        return self.task == TRANSLATION_TASK
+
+    def command(self, threads: int, resume: bool) -> list[str]:
+        """The ``cn3`` arguments that train this cell (``--resume`` continues an interrupted one)."""
+        head = ["nmt", "train"] if self.translation else ["train", "--task", self.task]
+        args = [*head, "--seed", str(self.seed), "--run-dir", str(self.run_dir)]
+        for text in (*self.overrides, f"train.num_threads={threads}"):
+            args += ["--set", text]
+        return args + (["--resume"] if resume else [])
+
+
+@dataclass
+class ExperimentSpec:
+    """A parsed spec (see the module docstring); :meth:`cells` expands it."""
+
+    name: str
+    path: Path
+    tasks: dict[str, dict]
+    variants: dict[str, dict]
+    baseline: str
+    seeds: list[int]
+    set: dict = field(default_factory=dict)
+    budgets: dict[str, dict] = field(default_factory=dict)
+    references: dict[str, dict] = field(default_factory=dict)
+    description: str = ""
+
+    def directory(self, out: Path, budget: str | None) -> Path:
+        """Where the grid's cells (and its report) live."""
+        return Path(out) / (f"{self.name}-{budget}" if budget else self.name)
+
+    def cells(self, out: Path, budget: str | None = None, only: dict[str, set[str]] | None = None) -> list[Cell]:
+        """Every cell, tasks outermost then variants then seeds (the order they run in).
+
+        ``budget``: a name of ``budgets`` (its ``tasks``/``seeds`` narrow the grid, its ``set`` adds
+        overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}`` filters (``--only``).
+        """
+        extra, tasks, seeds = {}, list(self.tasks), list(self.seeds)
+        if budget is not None:
+            if budget not in self.budgets:
+                raise ConfigError(f"{self.path}: no budget {budget!r} (it has: {', '.join(self.budgets) or 'none'})")
+            b = self.budgets[budget]
+            extra, tasks, seeds = b.get("set", {}), b.get("tasks", tasks), b.get("seeds", seeds)
+        only = only or {}
+        base = self.directory(out, budget)
+        cells = []
+        for task in tasks:
+            for variant, overrides in self.variants.items():
+                for seed in seeds:
+                    coords = {"task": task, "variant": variant, "seed": str(seed)}
+                    if any(coords[k] not in allowed for k, allowed in only.items()):
+                        continue
+                    merged = {**self.set, **self.tasks[task], **overrides, **extra}
+                    texts = tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
+                    cells.append(Cell(task, variant, int(seed), texts, base / task / variant / f"seed{seed}"))
+        return cells
+
+
+def _yaml_value(value) -> str:
+    """A value as ``--set`` parses it back (YAML): lists and mappings in flow style."""
+    import yaml
+
+    if isinstance(value, str):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def find_spec(name_or_path: str | Path) -> Path:
+    """A spec file: a path, or the name of a shipped spec (``cn3/configs/experiments/<name>.yaml``)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = SPEC_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    known = sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+    close = difflib.get_close_matches(str(name_or_path), known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise ConfigError(f"experiment spec not found: {name_or_path}{hint} (shipped: {', '.join(known)})")
+
+
+def _check_keys(data: dict, allowed: set[str], where: str) -> None:
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(allowed))})"
+            raise ConfigError(f"{where}: unknown key '{key}'{hint}")
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+    return value
+
+
+def load_spec(name_or_path: str | Path) -> ExperimentSpec:
+    """Read and check a spec; every error names the file and the key (see :func:`validate` for the
+    cells' configs)."""
+    from data_prep.tasks import TASKS
+
+    path = find_spec(name_or_path)
+    data = load_yaml(path)
+    _check_keys(data, SPEC_KEYS, str(path))
+    for key in ("name", "tasks", "variants", "baseline", "seeds"):
+        if key not in data:
+            raise ConfigError(f"{path}: missing '{key}'")
+    tasks = data["tasks"]
+    if isinstance(tasks, list):
+        tasks = {t: {} for t in tasks}
+    tasks = {str(t): _mapping(o, f"{path}: tasks.{t}") for t, o in _mapping(tasks, f"{path}: tasks").items()}
+    for task in tasks:
+        if task not in TASKS and task != TRANSLATION_TASK:
+            close = difflib.get_close_matches(task, [*TASKS, TRANSLATION_TASK], n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"{path}: unknown task '{task}'{hint} (`cn3 tasks`, or {TRANSLATION_TASK} for translation)")
+    variants = {str(v): _mapping(o, f"{path}: variants.{v}") for v, o in _mapping(data["variants"], f"{path}: variants").items()}
+    if not variants:
+        raise ConfigError(f"{path}: no variants")
+    if data["baseline"] not in variants:
+        raise ConfigError(f"{path}: baseline '{data['baseline']}' is not a variant (variants: {', '.join(variants)})")
+    seeds = data["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(f"{path}: seeds must be a list of integers, got {seeds!r}")
+    budgets = {str(b): _mapping(v, f"{path}: budgets.{b}") for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
+    for name, budget in budgets.items():
+        _check_keys(budget, BUDGET_KEYS, f"{path}: budgets.{name}")
+        for task in budget.get("tasks", []):
+            if task not in tasks:
+                raise ConfigError(f"{path}: budgets.{name}.tasks: '{task}' is not a task of the spec")
+    references = _mapping(data.get("references"), f"{path}: references")
+    for task, row in references.items():
+        for variant in _mapping(row, f"{path}: references.{task}"):
+            if variant not in variants:
+                raise ConfigError(f"{path}: references.{task}.{variant}: not a variant")
+    return ExperimentSpec(name=str(data["name"]), path=path, tasks=tasks, variants=variants,
+                          baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
+                          budgets=budgets, references=references, description=str(data.get("description", "")))
+
+
+def resolve_cell(cell: Cell, threads: int):
+    """The config ``cell`` trains with (as its ``cn3 train``/``cn3 nmt train`` would build it), as a dict.
+
+    Raises:
+        ConfigError: naming the cell, for a bad key or value, or an encoder that cannot serve the task.
+    """
+    from cn3.config import to_dict
+
+    overrides = [*cell.overrides, f"train.num_threads={threads}"]
+    try:
+        if cell.translation:
+            from cn3.nmt.config import resolve_nmt_config
+            from cn3.nmt.data import absolutize
+
+            cfg = resolve_nmt_config(None, {"train.seed": cell.seed}, overrides)
+            absolutize(cfg)
+        else:
+            from cn3.encoders import get_spec
+            from cn3.resolve import resolve_config
+
+            cfg = resolve_config(cell.task, None, {"train.seed": cell.seed}, overrides)
+            get_spec(cfg.model.encoder)
+    except ConfigError as err:
+        raise ConfigError(f"cell {cell.name}: {err}") from None
+    return to_dict(cfg)

@@ -1,0 +1,607 @@
+"""Is run A better than run B? Paired significance tests on per-example predictions, and friends.
+
+Thin wrappers around maintained libraries (scipy, sacreBLEU, deepsig), each naming its method:
+
+* :func:`paired_test` — two systems' predictions on the same items, scored with accuracy, token
+  accuracy or span F1 exactly as :mod:`cn3.metrics` scores them. The p-value is **paired approximate
+  randomization** (Noreen, 1989; Riezler & Maxwell, 2005): under the null hypothesis A's and B's
+  prediction of an item are exchangeable, so each trial swaps them on a random subset of items and
+  recomputes the metric's difference; two-sided. ``scipy.stats.permutation_test(permutation_type=
+  "samples")`` runs it, and enumerates all ``2**n`` swaps exactly when that is no more than
+  ``resamples``. The interval is a 95% **paired bootstrap** percentile interval of the difference
+  (Koehn, 2004): items are resampled with replacement, A's and B's prediction of an item together
+  (``scipy.stats.bootstrap(paired=True)``).
+* :func:`bleu_paired_test` — translations: sacreBLEU's own ``PairedTest`` (approximate randomization
+  by default, or paired bootstrap resampling, Koehn 2004), so the scores and p equal
+  ``sacrebleu --paired-ar``/``--paired-bs``; the interval as in :func:`paired_test`, on sacreBLEU's
+  per-sentence BLEU statistics.
+* :func:`compare` — two runs' :class:`Predictions` on the same items: :func:`paired_test`, or
+  :func:`bleu_paired_test` for BLEU.
+* :func:`welch` — scores across seeds: Welch's unequal-variance t-test (Welch, 1947),
+  ``scipy.stats.ttest_ind(equal_var=False)``.
+* :func:`holm`, :func:`bonferroni` — adjusted p-values for a family of comparisons (Holm, 1979).
+* :func:`aso` — scores across seeds: Almost Stochastic Order (del Barrio et al., 2018; Dror et al.,
+  2019) from deepsig (Ulmer et al., 2022), which needs numpy, scipy, pandas and joblib but not torch.
+* :func:`load_predictions` — a run's ``RUN/predictions/<split>.jsonl`` and its entry in
+  ``RUN/results.json`` (cn3 0.3 and later).
+
+**Non-decomposable metrics through scipy.** Span F1 (and BLEU) is not a mean over items, but it is a
+function of per-item counts summed over the items: true positives, predicted spans and gold spans per
+sentence. The two "samples" handed to scipy are therefore *row numbers* into one table of counts,
+A's rows ``0..n-1`` and B's rows ``n..2n-1``: a permutation swaps row ``i`` with row ``n + i`` (A's and B's
+prediction of item ``i``), a bootstrap resample picks the same items for both, and the statistic sums
+the rows it is given and recomputes the metric, vectorised along scipy's ``axis``.
+
+**Pooling seeds.** Runs of matched seeds (seed s of A paired with seed s of B, on the same items) are
+compared by concatenating their items: ``gold`` repeated once per seed, and each system's predictions
+of seed 1, seed 2, ... in the same order. Swaps and resamples then stay within a (seed, item) pair.
+The pooled score is the metric over the concatenation: the mean accuracy over seeds, and the
+micro-averaged span F1 or BLEU over all seeds' items.
+
+**Reproducible.** Every test takes a seed (default 0; sacreBLEU's default 12345 for BLEU): the same
+inputs and seed give the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import reprlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from cn3.config import ConfigError
+
+#: Significance level of :meth:`PairedResult.sentence`.
+ALPHA = 0.05
+
+#: Metric names as ``results.json`` records them, and as a sentence says them.
+METRIC_WORDS = {"accuracy": "accuracy", "token_accuracy": "token accuracy", "span_f1": "span F1", "bleu": "BLEU"}
+
+# Elements gathered at once per count (``batch * items``, float64): 32 MiB, so 10,000 trials over
+# SNLI's 9,824 test pairs never hold a whole (10,000, n) array.
+_GATHER_BUDGET = 1 << 22
+
+
+@dataclass
+class PairedResult:
+    """A paired comparison of systems A and B on the same items. Scores in the metric's points (0-100).
+
+    Attributes:
+        metric: ``accuracy``, ``token_accuracy``, ``span_f1`` or ``bleu``.
+        n_items: items compared (all seeds' items when seeds are pooled).
+        items_differ: items whose score A's and B's predictions change differently (e.g. one right,
+            the other wrong); only these carry information about the difference.
+        score_a, score_b: each system's score on the items.
+        difference: ``score_a - score_b``.
+        ci_low, ci_high: 95% paired bootstrap percentile interval of the difference.
+        p_value: two-sided p-value of the test (``method``).
+        method: ``approximate randomization``, ``exact randomization`` (all ``2**items_differ``
+            swaps) or ``bootstrap resampling`` (sacreBLEU's paired bootstrap test).
+        resamples: trials of the test (swaps enumerated, for the exact test); the interval uses the
+            number asked for as bootstrap resamples.
+    """
+
+    metric: str
+    n_items: int
+    items_differ: int
+    score_a: float
+    score_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    method: str
+    resamples: int
+
+    def sentence(self, split: str | None = None, alpha: float = ALPHA) -> str:
+        """The result in words, to quote, e.g. "A scores 94.87 and B 94.67 accuracy on 500 test items:
+        A - B = +0.20 points (95% CI -0.80 to +1.20); paired approximate randomization (10,000 trials):
+        p = 0.71, not significant at 0.05."
+
+        Args:
+            split: the items' split, named in the sentence ("500 test items").
+            alpha: significance level; significant when ``p_value <= alpha``.
+        """
+        items = f"{self.n_items:,} {split} items" if split else f"{self.n_items:,} items"
+        verdict = "significant" if self.p_value <= alpha else "not significant"
+        if not self.items_differ:
+            trials = "A and B score every item alike"
+        elif self.method.startswith("exact"):
+            trials = f"all {self.resamples:,} swaps of the {self.items_differ:,} items A and B score differently"
+        elif "bootstrap" in self.method:
+            trials = f"{self.resamples:,} resamples"
+        else:
+            trials = f"{self.resamples:,} trials"
+        # ``+ 0.0`` turns a -0.0 into 0.0, so no "-0.00" is printed for an empty interval.
+        return (f"A scores {self.score_a:.2f} and B {self.score_b:.2f} {METRIC_WORDS.get(self.metric, self.metric)} "
+                f"on {items}: A - B = {self.difference + 0.0:+.2f} points (95% CI {self.ci_low + 0.0:+.2f} to "
+                f"{self.ci_high + 0.0:+.2f}); paired {self.method} ({trials}): p = {format_p(self.p_value)}, "
+                f"{verdict} at {alpha:g}.")
+
+
+def format_p(p: float) -> str:
+    """At most two significant digits, positional (no exponent): 0.71, 0.049, 0.0007, 1.0."""
+    return np.format_float_positional(p, precision=2, unique=False, fractional=False, trim="k")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-item counts: a corpus-level metric is ``score(counts.sum(axis=items))``.
+
+
+def _percent(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    # As cn3.metrics: correct / max(total, 1), times 100 afterwards.
+    return 100 * (numerator / np.maximum(denominator, 1))
+
+
+def _f1(counts: np.ndarray) -> np.ndarray:
+    """Micro F1 in points from summed (true positives, predicted spans, gold spans): 2tp / (pred + gold),
+    which is seqeval's 2PR / (P + R), and 0 when there are no spans at all (seqeval's zero_division=0)."""
+    tp, predicted, gold = counts[..., 0], counts[..., 1], counts[..., 2]
+    spans = predicted + gold
+    return 100 * np.divide(2 * tp, spans, out=np.zeros(np.shape(spans)), where=spans > 0)
+
+
+_SCORES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "accuracy": lambda c: _percent(c[..., 0], c[..., 1]),
+    "token_accuracy": lambda c: _percent(c[..., 0], c[..., 1]),
+    "span_f1": _f1,
+}
+
+
+def _counts(metric: str, tag_scheme: str | None, gold: Sequence, pred: Sequence) -> np.ndarray:
+    """Per-item counts ``(n, k)`` whose column sums give cn3.metrics' score of ``pred`` against ``gold``."""
+    if metric == "accuracy":
+        return np.array([[g == p, 1] for g, p in zip(gold, pred)], dtype=float)
+    if metric == "token_accuracy":
+        # cn3.metrics.token_accuracy zips each sentence's tags: a sentence counts min(len(g), len(p)) tokens.
+        return np.array([[sum(a == b for a, b in zip(g, p)), min(len(g), len(p))] for g, p in zip(gold, pred)],
+                        dtype=float)
+    from seqeval.scheme import BILOU, IOB2, IOBES, Entities
+
+    # The strict-mode schemes of cn3.metrics.span_f1: spans found as seqeval finds them there.
+    scheme = {"BIOES": IOBES, "IOBES": IOBES, "IOB2": IOB2, "BILOU": BILOU}[tag_scheme.upper()]
+    rows = []
+    for gold_spans, pred_spans in zip(Entities(list(gold), scheme).entities, Entities(list(pred), scheme).entities):
+        g, p = {e.to_tuple() for e in gold_spans}, {e.to_tuple() for e in pred_spans}
+        rows.append([len(g & p), len(p), len(g)])
+    return np.array(rows, dtype=float)
+
+
+def _difference(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+                base: np.ndarray) -> tuple[Callable[..., np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """scipy's statistic ``score(A) - score(B)`` and its two samples, row numbers into A's and B's counts.
+
+    Row ``i`` is item ``i``'s counts under A's prediction, row ``n + i`` under B's. The statistic sums
+    the rows it is given along scipy's ``axis``, adds ``base`` (counts of items left out) and scores.
+    """
+    n = len(counts_a)
+    # One contiguous array per count: gathering and summing each is several times faster than
+    # summing a (batch, n, k) gather over its middle axis.
+    columns = np.ascontiguousarray(np.concatenate([counts_a, counts_b]).T)
+
+    def summed(rows: np.ndarray, axis: int) -> np.ndarray:
+        return base + np.stack([np.take(column, rows).sum(axis=axis) for column in columns], axis=-1)
+
+    def difference(rows_a: np.ndarray, rows_b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return score(summed(rows_a, axis)) - score(summed(rows_b, axis))
+
+    return difference, (np.arange(n), np.arange(n, 2 * n))
+
+
+def _randomization(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+                   resamples: int, rng: np.random.Generator) -> tuple[float, str, int]:
+    """Two-sided paired approximate randomization p of ``score(A) - score(B)``: ``(p, method, trials)``."""
+    from scipy import stats
+
+    # Swapping an item that A and B score alike changes nothing, so scipy gets only the items they
+    # score differently (the others' counts as a constant): the same null distribution, computed much
+    # faster (scipy's "samples" permutations loop over items in Python), and exactly when 2**d fits.
+    differ = _differ(counts_a, counts_b)
+    d = int(differ.sum())
+    if not d:
+        return 1.0, "exact randomization", 1  # the one distinct swap: the observed difference, 0
+    difference, rows = _difference(counts_a[differ], counts_b[differ], score, base=counts_a[~differ].sum(axis=0))
+    test = stats.permutation_test(rows, difference, permutation_type="samples", vectorized=True,
+                                  n_resamples=resamples, batch=max(1, _GATHER_BUDGET // d), rng=rng)
+    method = "exact randomization" if 2 ** d <= resamples else "approximate randomization"
+    return float(test.pvalue), method, int(test.null_distribution.size)
+
+
+def _bootstrap_interval(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+                        resamples: int, rng: np.random.Generator) -> tuple[float, float]:
+    """95% paired bootstrap percentile interval of ``score(A) - score(B)`` (Koehn, 2004): ``(low, high)``."""
+    from scipy import stats
+
+    difference, rows = _difference(counts_a, counts_b, score, base=np.zeros(counts_a.shape[1]))
+    # Percentile rather than scipy's default BCa: Koehn's interval, and defined when every resampled
+    # difference is the same (identical systems), where BCa's acceleration is 0/0.
+    interval = stats.bootstrap(rows, difference, paired=True, vectorized=True, n_resamples=resamples,
+                               batch=max(1, _GATHER_BUDGET // len(counts_a)), method="percentile",
+                               rng=rng).confidence_interval
+    return float(interval.low), float(interval.high)
+
+
+def _differ(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
+    """Per item, whether A's and B's predictions give it different counts."""
+    return np.any(counts_a != counts_b, axis=1)
+
+
+def _check_lengths(gold: Sequence, pred_a: Sequence, pred_b: Sequence, resamples: int) -> None:
+    if not len(gold) == len(pred_a) == len(pred_b):
+        raise ValueError(f"not paired: {len(gold)} gold items, {len(pred_a)} predictions of A, {len(pred_b)} of B")
+    if len(gold) < 2:  # nothing to resample in fewer (scipy's bootstrap refuses them)
+        raise ValueError(f"a paired test needs at least 2 items, got {len(gold)}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, got {resamples}")
+
+
+def paired_test(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metric: str, *, tag_scheme: str | None = None,
+                resamples: int = 10_000, seed: int = 0) -> PairedResult:
+    """Paired approximate randomization test and bootstrap interval of A's minus B's score.
+
+    The p-value is two-sided paired approximate randomization (Riezler & Maxwell, 2005): each of
+    ``resamples`` trials swaps A's and B's prediction on a random subset of items and recomputes the
+    difference; p is scipy's two-sided p, twice the smaller tail beyond the observed difference (with
+    the +1 correction). Swapping all items negates the difference, so the distribution is symmetric
+    and, when the ``2**d`` swaps of the ``d`` items A and B score differently fit in ``resamples``
+    and are enumerated exactly, p is the share of swaps whose difference is at least the observed
+    one in absolute value. The interval is the 95% paired bootstrap percentile interval (Koehn, 2004). Both through scipy; see the module docstring for how a
+    non-decomposable metric such as span F1 goes through it, and for pooling matched seeds.
+
+    Args:
+        gold: per item, the gold label (accuracy) or the sentence's gold tags (token_accuracy, span_f1).
+        pred_a, pred_b: A's and B's prediction of each item, in the same order as ``gold``.
+        metric: ``accuracy``, ``token_accuracy`` or ``span_f1``, computed as :func:`cn3.metrics.score` does.
+        tag_scheme: the tags' scheme for span F1 (``BIOES`` or ``IOB2``).
+        resamples: randomization trials, and bootstrap resamples for the interval.
+        seed: seed of the random trials and resamples; the same seed gives the same result.
+
+    Raises:
+        ValueError: unknown metric, span F1 without a tag scheme, fewer than 2 items, or inputs of
+            different lengths.
+    """
+    if metric not in _SCORES:
+        hint = " (use bleu_paired_test)" if metric == "bleu" else ""
+        raise ValueError(f"paired_test scores {', '.join(_SCORES)}, not {metric!r}{hint}")
+    if metric == "span_f1" and not tag_scheme:
+        raise ValueError("span_f1 needs the tag scheme (BIOES or IOB2)")
+    _check_lengths(gold, pred_a, pred_b, resamples)
+    counts_a, counts_b = _counts(metric, tag_scheme, gold, pred_a), _counts(metric, tag_scheme, gold, pred_b)
+    score = _SCORES[metric]
+    score_a, score_b = float(score(counts_a.sum(axis=0))), float(score(counts_b.sum(axis=0)))
+    rng = np.random.default_rng(seed)
+    p, method, trials = _randomization(counts_a, counts_b, score, resamples, rng)
+    low, high = _bootstrap_interval(counts_a, counts_b, score, resamples, rng)
+    return PairedResult(metric=metric, n_items=len(gold), items_differ=int(_differ(counts_a, counts_b).sum()),
+                        score_a=score_a, score_b=score_b, difference=score_a - score_b, ci_low=low, ci_high=high,
+                        p_value=p, method=method, resamples=trials)
+
+
+@contextmanager
+def _sacrebleu_seed(seed: int) -> Iterator[None]:
+    # PairedTest takes its seed from $SACREBLEU_SEED only (as the sacrebleu command line does); set it
+    # for the call and put back what was there.
+    saved = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["SACREBLEU_SEED"]
+        else:
+            os.environ["SACREBLEU_SEED"] = saved
+
+
+def bleu_paired_test(references: Sequence[str], hyps_a: Sequence[str], hyps_b: Sequence[str], *, test: str = "ar",
+                     resamples: int | None = None, seed: int = 12345) -> PairedResult:
+    """sacreBLEU's paired test of A's against B's corpus BLEU, with a bootstrap interval of the difference.
+
+    ``sacrebleu.significance.PairedTest`` with B as the baseline: approximate randomization
+    (``test="ar"``, Riezler & Maxwell, 2005; 10,000 trials by default) or paired bootstrap resampling
+    (``test="bs"``, Koehn, 2004; 1,000 resamples by default), so the scores and p are sacreBLEU's own
+    (default BLEU: 13a tokenization, exponential smoothing). Both tests are symmetric in A and B. The
+    95% interval of the difference is a paired bootstrap percentile interval as in :func:`paired_test`,
+    on sacreBLEU's per-sentence statistics (n-gram matches and totals, lengths), which sum to the
+    corpus BLEU.
+
+    p-value convention: sacreBLEU follows multeval and counts only trials whose difference *exceeds*
+    the observed one, so two systems with the same statistics on every sentence would get its smallest
+    p (1 / (trials + 1)). There is nothing to test then, and p is reported as 1 instead.
+
+    Args:
+        references: the reference translation of each sentence.
+        hyps_a, hyps_b: A's and B's translation of each sentence, in the same order.
+        test: ``"ar"`` (approximate randomization) or ``"bs"`` (paired bootstrap resampling).
+        resamples: trials (``ar``) or resamples (``bs``); default sacreBLEU's (10,000 or 1,000). The
+            interval uses as many bootstrap resamples.
+        seed: a positive seed (sacreBLEU reads 0 as "no seed"); 12345, sacreBLEU's default, gives the
+            figures of the ``sacrebleu`` command line.
+
+    Raises:
+        ValueError: unknown test, seed < 1, fewer than 2 sentences, or inputs of different lengths.
+    """
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    if test not in ("ar", "bs"):
+        raise ValueError(f'test is "ar" (approximate randomization) or "bs" (paired bootstrap), not {test!r}')
+    if seed < 1:
+        raise ValueError(f"sacreBLEU reads seed {seed} as unseeded: give a positive seed")
+    resamples = resamples or {"ar": 10_000, "bs": 1_000}[test]  # sacreBLEU's defaults
+    _check_lengths(references, hyps_a, hyps_b, resamples)
+    refs = [list(references)]
+    bleu = BLEU()
+    with _sacrebleu_seed(seed):
+        _, scores = PairedTest([("B", list(hyps_b)), ("A", list(hyps_a))], {"BLEU": bleu}, refs, test_type=test,
+                               n_samples=resamples)()
+    baseline, system = scores["BLEU"]
+    # The per-sentence statistics PairedTest itself resamples; the metric's private hooks are the ones
+    # sacrebleu.significance calls.
+    counts_a = np.array(bleu._extract_corpus_statistics(list(hyps_a), refs), dtype=float)
+    counts_b = np.array(bleu._extract_corpus_statistics(list(hyps_b), refs), dtype=float)
+
+    def score(sums: np.ndarray) -> np.ndarray:
+        flat = sums.reshape(-1, sums.shape[-1])
+        return np.array([bleu._compute_score_from_stats(row).score for row in flat]).reshape(sums.shape[:-1])
+
+    low, high = _bootstrap_interval(counts_a, counts_b, score, resamples, np.random.default_rng(seed))
+    differ = int(_differ(counts_a, counts_b).sum())
+    return PairedResult(metric="bleu", n_items=len(references), items_differ=differ, score_a=float(system.score),
+                        score_b=float(baseline.score), difference=float(system.score - baseline.score),
+                        ci_low=low, ci_high=high, p_value=float(system.p_value) if differ else 1.0,
+                        method="approximate randomization" if test == "ar" else "bootstrap resampling",
+                        resamples=resamples)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Runs' predictions.
+
+
+@dataclass
+class Predictions:
+    """One run's predictions on one split: ``RUN/predictions/<split>.jsonl`` and its ``results.json`` entry.
+
+    Attributes:
+        run: the run directory.
+        split: the split's name.
+        path: the JSONL file.
+        metric: ``accuracy``, ``span_f1``, ``token_accuracy`` or ``bleu``.
+        tag_scheme: ``BIOES`` or ``IOB2`` for span F1, else None.
+        task: the task's name, when recorded.
+        gold, pred: per item (dataset order) the gold and predicted label, tag list or sentence.
+    """
+
+    run: Path
+    split: str
+    path: Path
+    metric: str
+    tag_scheme: str | None
+    task: str | None
+    gold: list
+    pred: list
+
+
+def _is_tags(value) -> bool:
+    return isinstance(value, list) and all(isinstance(tag, str) for tag in value)
+
+
+def load_predictions(run: str | Path, split: str) -> Predictions:
+    """Read a run's predictions on ``split`` (written by cn3 0.3 and later).
+
+    ``RUN/results.json`` maps ``"predictions"`` → split → ``{"path", "items", "metric", "tag_scheme",
+    "task"}``; the file holds one ``{"i", "gold", "pred"}`` object per line, ``i`` counting items from 0
+    in dataset order. gold/pred are label strings (accuracy), tag lists (token_accuracy, span_f1) or
+    sentences (bleu: the reference and the hypothesis).
+
+    Args:
+        run: the run directory.
+        split: the split's name (``test``, ``dev``, ``test2016``, ...).
+
+    Raises:
+        ConfigError: the run, its results or its predictions are missing (the message says why), or a
+            file is malformed (the message names the file, and the line).
+    """
+    run = Path(run)
+    results_path = run / "results.json"
+    if not run.is_dir():
+        raise ConfigError(f"run directory not found: {run}")
+    if not results_path.is_file():
+        raise ConfigError(f"{run} has no results.json: the run has not finished")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{results_path} is not valid JSON ({err})") from None
+    listed = results.get("predictions") if isinstance(results, dict) else None
+    listed = listed if isinstance(listed, dict) else {}
+    if split not in listed:
+        others = f" (it has predictions for: {', '.join(listed)})" if listed else ""
+        raise ConfigError(f"{run} has no predictions for {split}: it was trained before cn3 0.3 or the split was "
+                          f"not scored{others}")
+    entry = listed[split]
+    where = f"{results_path}, predictions.{split}"
+    if not isinstance(entry, dict) or not {"path", "items", "metric"} <= entry.keys() or \
+            not isinstance(entry["items"], int):
+        raise ConfigError(f'{where}: expected an object with "path", "items", "metric", "tag_scheme" and "task"')
+    metric, tag_scheme = entry["metric"], entry.get("tag_scheme")
+    if metric not in METRIC_WORDS:
+        raise ConfigError(f"{where}: unknown metric {metric!r} (known: {', '.join(METRIC_WORDS)})")
+    if metric == "span_f1" and tag_scheme not in ("BIOES", "IOBES", "IOB2", "BILOU"):
+        raise ConfigError(f"{where}: span_f1 needs a tag_scheme (BIOES or IOB2), found {tag_scheme!r}")
+    path = run / entry["path"]
+    if not path.is_file():
+        raise ConfigError(f"{run} has no predictions for {split}: {path} is missing (it was trained before cn3 0.3 "
+                          "or the split was not scored)")
+    gold, pred = [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            at = f"{path}, line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{at}: not JSON ({err.msg})") from None
+            if not isinstance(record, dict) or not {"i", "gold", "pred"} <= record.keys():
+                raise ConfigError(f'{at}: expected an object with "i", "gold" and "pred"')
+            if record["i"] != number - 1:
+                raise ConfigError(f"{at}: item {record['i']!r}, expected {number - 1} (one line per item, in "
+                                  "dataset order)")
+            g, p = record["gold"], record["pred"]
+            if metric in ("span_f1", "token_accuracy"):
+                if not (_is_tags(g) and _is_tags(p)):
+                    raise ConfigError(f"{at}: gold and pred must be lists of tags for {metric}")
+                if len(g) != len(p):
+                    raise ConfigError(f"{at}: {len(g)} gold tags but {len(p)} predicted")
+            elif not (isinstance(g, str) and isinstance(p, str)):
+                raise ConfigError(f"{at}: gold and pred must be strings for {metric}")
+            gold.append(g)
+            pred.append(p)
+    if len(gold) != entry["items"]:
+        raise ConfigError(f"{path}: {len(gold):,} items, but {results_path} says {entry['items']:,}")
+    return Predictions(run=run, split=split, path=path, metric=metric, tag_scheme=tag_scheme,
+                       task=entry.get("task"), gold=gold, pred=pred)
+
+
+def check_paired(a: Predictions, b: Predictions) -> None:
+    """Raise :class:`ConfigError` unless ``a`` and ``b`` score the same items the same way.
+
+    Same metric and tag scheme, as many items (at least 2), and the same gold item by item (the first
+    difference is named).
+    """
+    if (a.metric, a.tag_scheme) != (b.metric, b.tag_scheme):
+        raise ConfigError(f"{a.run} and {b.run} are scored differently on {a.split}: {a.metric} "
+                          f"({a.tag_scheme or 'no tag scheme'}) and {b.metric} ({b.tag_scheme or 'no tag scheme'})")
+    if len(a.gold) != len(b.gold):
+        raise ConfigError(f"{a.run} and {b.run} are not scored on the same {a.split} items: {len(a.gold):,} and "
+                          f"{len(b.gold):,} items")
+    if len(a.gold) < 2:
+        raise ConfigError(f"{a.path} holds {len(a.gold)} item(s): a paired test needs at least 2")
+    for i, (x, y) in enumerate(zip(a.gold, b.gold)):
+        if x != y:
+            raise ConfigError(f"{a.run} and {b.run} are not scored on the same {a.split} items: item {i} is "
+                              f"{reprlib.repr(x)} in {a.path} and {reprlib.repr(y)} in {b.path}")
+
+
+def compare(a: Predictions, b: Predictions, *, resamples: int = 10_000) -> PairedResult:
+    """Paired test of run A against run B on the same items (checked with :func:`check_paired`).
+
+    BLEU goes to :func:`bleu_paired_test` (approximate randomization, seed 12345), every other metric
+    to :func:`paired_test` (seed 0).
+
+    Args:
+        a, b: the two runs' predictions on one split (:func:`load_predictions`).
+        resamples: randomization trials, and bootstrap resamples for the interval.
+    """
+    check_paired(a, b)
+    if a.metric == "bleu":
+        return bleu_paired_test(a.gold, a.pred, b.pred, resamples=resamples)
+    return paired_test(a.gold, a.pred, b.pred, a.metric, tag_scheme=a.tag_scheme, resamples=resamples)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scores across seeds, and families of comparisons.
+
+
+class WelchResult(NamedTuple):
+    """Welch's t-test of two sets of scores, a tuple whose first two items are ``t`` and ``p``; ``t``,
+    ``p`` and ``df`` are None when it cannot be run, and ``reason`` says why."""
+
+    t: float | None
+    p: float | None
+    df: float | None
+    reason: str | None = None
+
+
+def welch(scores_a: Sequence[float], scores_b: Sequence[float]) -> WelchResult:
+    """Welch's unequal-variance t-test (Welch, 1947), two-sided: ``scipy.stats.ttest_ind(equal_var=False)``.
+
+    For scores across seeds (one score per run): does the difference of the means survive seed variance?
+
+    Args:
+        scores_a, scores_b: one score per run of A and of B (the two sides may differ in size).
+
+    Returns:
+        t, p and the Welch-Satterthwaite degrees of freedom; all None, with the reason, when a side
+        has fewer than 2 scores or neither side varies.
+    """
+    from scipy import stats
+
+    a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    if min(a.size, b.size) < 2:
+        return WelchResult(None, None, None, f"Welch's t-test needs at least 2 scores per side (A has {a.size}, "
+                                             f"B has {b.size})")
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return WelchResult(None, None, None, "every run of A scores the same and so does every run of B: no "
+                                             "variance to test against")
+    result = stats.ttest_ind(a, b, equal_var=False)
+    return WelchResult(float(result.statistic), float(result.pvalue), float(result.df))
+
+
+def _check_pvalues(pvalues: Sequence[float]) -> np.ndarray:
+    p = np.asarray(pvalues, dtype=float)
+    if p.ndim != 1 or np.any((p < 0) | (p > 1)) or np.any(np.isnan(p)):
+        raise ValueError(f"expected a list of p-values in [0, 1], got {list(pvalues)!r}")
+    return p
+
+
+def bonferroni(pvalues: Sequence[float]) -> list[float]:
+    """Bonferroni-adjusted p-values: each times the number of comparisons, capped at 1.
+
+    Args:
+        pvalues: the family's raw p-values.
+    """
+    p = _check_pvalues(pvalues)
+    return np.minimum(1.0, p * p.size).tolist()
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values (Holm, 1979), in the order given.
+
+    The i-th smallest of m p-values (i from 1) is multiplied by ``m - i + 1``; a running maximum keeps
+    the adjusted values in the order of the raw ones (a hypothesis is rejected only if every smaller one
+    is), capped at 1. Controls the family-wise error rate like Bonferroni, and rejects at least as much.
+    Written here (five lines) rather than taken from ``statsmodels.stats.multitest``: statsmodels would
+    be a heavy dependency for it.
+
+    Args:
+        pvalues: the family's raw p-values.
+    """
+    p = _check_pvalues(pvalues)
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((p.size - np.arange(p.size)) * p[order]))
+    return adjusted.tolist()
+
+
+def aso(scores_a: Sequence[float], scores_b: Sequence[float], *, seed: int = 0, confidence_level: float = 0.95,
+        num_comparisons: int = 1, bootstrap_iterations: int = 1000) -> float:
+    """Almost Stochastic Order (del Barrio et al., 2018; Dror et al., 2019): deepsig's ``aso``.
+
+    Returns ``epsilon_min``, an upper bound (at ``confidence_level``) of how much A's score distribution
+    violates stochastic dominance over B's: 0 when A is better everywhere, 1 when B is. Below 0.5, A is
+    almost stochastically dominant; deepsig's authors (Ulmer et al., 2022) recommend reading below 0.2
+    as a confident result, and reporting epsilon_min with the confidence level. No assumption on the
+    scores' distribution; meant for scores across seeds (a few to a few dozen per side).
+
+    Args:
+        scores_a, scores_b: one score per run of A and of B, higher is better.
+        seed: seed of deepsig's bootstrap; the same seed gives the same epsilon_min.
+        confidence_level: deepsig's confidence level.
+        num_comparisons: comparisons in the family; deepsig raises the confidence level accordingly
+            (Bonferroni).
+        bootstrap_iterations: deepsig's bootstrap iterations when estimating the violation ratio's spread.
+    """
+    from deepsig import aso as deepsig_aso
+
+    # deepsig seeds numpy's global generator (np.random.seed) in every iteration: put its state back.
+    state = np.random.get_state()
+    try:
+        return float(deepsig_aso(list(scores_a), list(scores_b), confidence_level=confidence_level,
+                                 num_comparisons=num_comparisons, num_bootstrap_iterations=bootstrap_iterations,
+                                 num_jobs=1, show_progress=False, seed=seed))
+    finally:
+        np.random.set_state(state)

@@ -1,0 +1,212 @@
+"""``cn3 experiment``: specs are checked before anything trains; a grid runs, stops and finishes
+where it stopped; the report tabulates mean ± std with paired tests against the baseline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cli.main import app
+from cn3.config import ConfigError
+from cn3.experiment.spec import SPEC_DIR, load_spec
+from data_prep.prepare import PrepareSettings, prepare
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def write_spec(path: Path, **fields) -> Path:
+    spec = {"name": "tiny", "tasks": ["trec"], "variants": {"lstm": {"model.encoder": "lstm"}, "nbow": {"model.encoder": "nbow"}},
+            "baseline": "lstm", "seeds": [1, 2]}
+    spec.update(fields)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+# ---------------------------------------------------------------- specs
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SPEC_DIR.glob("*.yaml")))
+def test_every_shipped_spec_resolves_every_cell(name, tmp_path):
+    from cn3.experiment.runner import check_cells
+
+    spec = load_spec(name)
+    for budget in [None, *spec.budgets]:
+        check_cells(spec.cells(tmp_path, budget), threads=1)  # a bad key or value raises, naming the cell
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"variant": {}}, "unknown key 'variant'; did you mean 'variants'?"),
+    ({"tasks": ["trek"]}, "unknown task 'trek'; did you mean 'trec'?"),
+    ({"baseline": "cnn"}, "baseline 'cnn' is not a variant"),
+    ({"seeds": "1,2"}, "seeds must be a list of integers"),
+    ({"budgets": {"smoke": {"seed": [1]}}}, "budgets.smoke: unknown key 'seed'; did you mean 'seeds'?"),
+    ({"references": {"trec": {"gru": 1.0}}}, "references.trec.gru: not a variant"),
+])
+def test_a_bad_spec_names_the_key(tmp_path, fields, message):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?").replace("(", r"\(")):
+        load_spec(write_spec(tmp_path / "s.yaml", **fields))
+
+
+def test_a_bad_override_fails_before_anything_trains_naming_the_cell(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", variants={"lstm": {"model.encoder": "lstm"},
+                                                     "big": {"model.hiden": 300}})
+    result = invoke("experiment", "run", spec, "--out", tmp_path / "runs")
+    assert result.exit_code == 1
+    assert "cell trec/big/seed1" in result.output and "did you mean 'model.hidden'?" in result.output
+    assert not (tmp_path / "runs").exists()  # nothing trained, nothing written
+
+
+def test_cells_are_named_and_placed_by_their_coordinates(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", set={"train.epochs": 2},
+                                budgets={"smoke": {"set": {"train.epochs": 1}, "seeds": [7]}}))
+    cells = spec.cells(tmp_path, "smoke", {"variant": {"nbow"}})
+    assert [c.name for c in cells] == ["trec/nbow/seed7"]
+    (cell,) = cells
+    assert cell.run_dir == tmp_path / "tiny-smoke" / "trec" / "nbow" / "seed7"
+    # the budget resizes every cell, after the variant's own overrides
+    assert cell.overrides == ("train.epochs=1", "model.encoder=nbow")
+    assert cell.command(2, resume=False)[:6] == ["train", "--task", "trec", "--seed", "7", "--run-dir"]
+
+
+def test_only_filters_parse():
+    from cli.experiment import parse_only
+
+    assert parse_only(["task=trec,sick,variant=lstm", "seed=1"]) == {"task": {"trec", "sick"}, "variant": {"lstm"},
+                                                                     "seed": {"1"}}
+
+
+# ---------------------------------------------------------------- a real grid
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory, data_root):
+    """A 2 variants x 2 seeds TREC grid of tiny models, run through the CLI with --jobs 2."""
+    base = tmp_path_factory.mktemp("experiment")
+    prepared = base / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    tiny = {"data.prepared": str(prepared), "data.embeddings": None, "data.limit": 150, "train.epochs": 2,
+            "model.hidden": 16, "model.char": "none", "model.pos_dim": 0, "model.spell_dim": 0}
+    spec = write_spec(base / "tiny.yaml", set=tiny)
+    result = invoke("experiment", "run", spec, "--jobs", "2", "--out", base / "runs")
+    assert result.exit_code == 0, result.output
+    return spec, base / "runs"
+
+
+def test_a_grid_trains_every_cell_and_skips_them_next_time(grid):
+    spec, runs = grid
+    cells = load_spec(spec).cells(runs)
+    assert all((c.run_dir / "results.json").is_file() for c in cells)
+    record = json.loads((runs / "tiny" / "grid.json").read_text())
+    assert record["invocations"][0]["jobs"] == 2 and record["invocations"][0]["cells_trained"] == 4
+    before = {c.name: (c.run_dir / "results.json").stat().st_mtime_ns for c in cells}
+    again = invoke("experiment", "run", spec, "--out", runs)
+    assert again.exit_code == 0 and "4/4 cells finished" in again.output
+    assert before == {c.name: (c.run_dir / "results.json").stat().st_mtime_ns for c in cells}
+
+
+def test_a_cell_whose_config_changed_is_refused(grid, tmp_path):
+    spec, runs = grid
+    data = yaml.safe_load(spec.read_text())
+    data["set"]["model.hidden"] = 32
+    changed = tmp_path / "tiny.yaml"
+    changed.write_text(yaml.safe_dump(data))
+    result = invoke("experiment", "run", changed, "--out", runs)
+    assert result.exit_code == 1 and "holds a run with another config" in result.output
+    assert "model.hidden" in result.output
+
+
+def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, data_root):
+    prepared = tmp_path / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    tiny = {"data.prepared": str(prepared), "data.embeddings": None, "data.limit": 60, "train.max_steps": 2,
+            "model.hidden": 8, "model.char": "none", "model.pos_dim": 0, "model.spell_dim": 0}
+    # treelstm needs trees, which data prepared without a parser lacks: that cell fails at start
+    spec = write_spec(tmp_path / "s.yaml", set=tiny, seeds=[1],
+                      variants={"treelstm": {"model.encoder": "treelstm"}, "nbow": {"model.encoder": "nbow"}},
+                      baseline="nbow")
+    result = invoke("experiment", "run", spec, "--out", tmp_path / "runs")
+    assert result.exit_code == 1 and "1 failed" in result.output and "trec/treelstm/seed1" in result.output
+    failed = json.loads((tmp_path / "runs/tiny/trec/treelstm/seed1/cell.failed").read_text())
+    assert failed["exit_code"] == 1 and any("needs dependency trees" in line for line in failed["log_tail"])
+    assert (tmp_path / "runs/tiny/trec/nbow/seed1/results.json").is_file()
+
+
+def test_a_stopped_grid_finishes_only_what_was_left_exactly(tmp_path, data_root):
+    """SIGTERM to the runner while its second cell trains; running it again skips the first cell and
+    resumes the second, whose results then equal an uninterrupted training of the same cell."""
+    prepared = tmp_path / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    tiny = {"data.prepared": str(prepared), "data.embeddings": None, "data.limit": 600, "train.epochs": 6,
+            "model.hidden": 16, "model.char": "none", "model.pos_dim": 0, "model.spell_dim": 0}
+    spec_path = write_spec(tmp_path / "s.yaml", set=tiny, seeds=[1],
+                           variants={"lstm": {"model.encoder": "lstm"}, "lstm12": {"model.hidden": 12}})
+    cells = load_spec(spec_path).cells(tmp_path / "runs")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "cli", "experiment", "run", str(spec_path), "--out", str(tmp_path / "runs"),
+               "--threads", "1"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    second = cells[1].run_dir
+    while not (second / "latest.pt").is_file():  # the first cell is done, the second has checkpointed
+        assert process.poll() is None and time.time() < deadline, process.stdout.read().decode()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0].decode()
+    assert process.returncode == 130, output
+    assert (cells[0].run_dir / "results.json").is_file() and not (second / "results.json").is_file()
+    first_results = (cells[0].run_dir / "results.json").read_text()
+
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (cells[0].run_dir / "results.json").read_text() == first_results  # skipped, untouched
+    assert "--resume" in (second / "experiment.log").read_text()
+
+    straight = tmp_path / "straight"
+    direct = subprocess.run([sys.executable, "-m", "cli", *_with_run_dir(cells[1].command(1, False), straight)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert direct.returncode == 0, direct.stdout + direct.stderr
+    resumed, uninterrupted = (json.loads((d / "results.json").read_text()) for d in (second, straight))
+    assert resumed["scores"] == uninterrupted["scores"] and resumed["steps"] == uninterrupted["steps"]
+
+
+def _with_run_dir(args: list[str], run_dir: Path) -> list[str]:
+    i = args.index("--run-dir")
+    return [*args[:i + 1], str(run_dir), *args[i + 2:]]
+
+
+def test_the_report_tabulates_the_grid_with_paired_tests(grid, tmp_path):
+    import statistics
+
+    spec, runs = grid
+    result = invoke("experiment", "report", spec, "--runs", runs, "--out", tmp_path / "report", "--resamples", "1000")
+    assert result.exit_code == 0, result.output
+    assert "| lstm |" in result.stdout and "| nbow |" in result.stdout and "Holm" in result.stdout
+    record = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert record["cells"] == {"total": 4, "finished": 4} and record["grid_wall_seconds"] > 0
+    rows = {r["variant"]: r for r in record["rows"]}
+    cells = load_spec(spec).cells(runs)
+    tests = [json.loads((c.run_dir / "results.json").read_text())["scores"]["test"]["score"]
+             for c in cells if c.variant == "nbow"]
+    assert rows["nbow"]["split"] == "test" and rows["nbow"]["mean"] == pytest.approx(statistics.fmean(tests))
+    assert rows["nbow"]["n"] == 2 and rows["lstm"]["test"] is None  # the baseline is not tested against itself
+    paired = rows["nbow"]["test"]
+    assert paired["seeds"] == [1, 2] and paired["items"] == 2 * 150 and 0.0 <= paired["p"] <= 1.0
+    assert paired["ci95"][0] <= paired["difference"] <= paired["ci95"][1] and "welch_p" in paired
+    assert paired["p_holm"] == pytest.approx(paired["p"])  # one task: Holm changes nothing
+    assert (tmp_path / "report" / "report.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "report" / "report.csv").read_text().startswith("variant,task,split,metric,mean")
+    assert "\\textbf{" in (tmp_path / "report" / "report.tex").read_text()
