@@ -8,6 +8,13 @@ whole softmax rows, so energy and masked softmax finish inside the block and onl
 the per-node projections ``q``, ``k`` (``(B, N, e)``), ``u``, the per-type edge vectors and edge
 types, the values, the output and the weights. The ``(B, N, N)`` weights are ``e`` times smaller
 than ``tanh`` and are the (non-differentiable) ``alpha`` callers keep for inspection anyway.
+
+Mixed precision (``torch.autocast``): the projections arrive in the autocast dtype (bf16/fp16)
+while ``u`` and the edge vectors are fp32 parameters. The big per-block work (``tanh``, the energy
+GEMV, the context GEMM) runs in the projections' dtype, which is where bf16 halves the memory
+traffic; the softmax, the saved weights and every gradient accumulator stay fp32, so summing over
+thousands of blocks and rows does not lose precision; each gradient is returned in its input's
+dtype. In fp32 every cast below is a no-op.
 """
 
 from __future__ import annotations
@@ -65,14 +72,20 @@ class BlockwiseAdditiveAttention(torch.autograd.Function):
     def forward(ctx, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None,
                 edge_type: Tensor | None, values: Tensor, key_mask: Tensor | None,
                 query_mask: Tensor | None, block_rows: int) -> tuple[Tensor, Tensor]:
+        ctx.dtypes = (query.dtype, key.dtype, u.dtype, None if edge_vecs is None else edge_vecs.dtype,
+                      values.dtype)
+        compute = query.dtype  # the autocast dtype under autocast (see the module docstring)
+        key, u, values = key.to(compute), u.to(compute), values.to(compute)
+        edge_vecs = None if edge_vecs is None else edge_vecs.to(compute)
         batch, n_query, dim = query.shape
-        weights = values.new_empty(batch, n_query, key.shape[1])  # (B, Nq, Nk)
+        acc = torch.promote_types(compute, torch.float32)  # fp32, or fp64 for gradcheck
+        weights = values.new_empty(batch, n_query, key.shape[1], dtype=acc)  # (B, Nq, Nk)
         buffer = query.new_empty(batch * min(block_rows, n_query) * key.shape[1] * dim)
         for rows in _blocks(n_query, block_rows):
             tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
-            weights[:, rows] = masked_softmax(tanh @ u, key_mask,
+            weights[:, rows] = masked_softmax((tanh @ u).to(acc), key_mask,
                                               query_mask=_rows(query_mask, rows))  # (B, r, Nk)
-        context = attend(weights, values)  # (B, Nq, d), one large GEMM
+        context = attend(weights.to(compute), values)  # (B, Nq, d), one large GEMM
         # The weights are saved rather than recomputed (saves ~10% of the time): they are the
         # output callers keep for inspection anyway, and (B, N, N) is e times smaller than tanh.
         ctx.save_for_backward(query, key, u, edge_vecs, edge_type, values, weights, context)
@@ -88,26 +101,30 @@ class BlockwiseAdditiveAttention(torch.autograd.Function):
         query, key, u, edge_vecs, edge_type, values, weights, context = ctx.saved_tensors
         need_q, need_k, need_u, need_e, _, need_v = ctx.needs_input_grad[:6]
         batch, n_query, dim = query.shape
+        compute, acc = query.dtype, weights.dtype  # block work in ``compute``, sums in fp32 (or fp64)
+        grad_context = grad_context.to(acc)
+        values_acc = values.to(acc)
         # The gradient w.r.t. the tanh input is u * G, G = dL/ds * (1 - tanh^2); q_i, k_k and
         # E[t_ik] all receive sums of it, so sum G and multiply by u once at the end.
-        grad_q = torch.zeros_like(query)  # (B, Nq, e): sum_k G_ik
-        grad_k = torch.zeros_like(key)  # (B, Nk, e): sum_i G_ik
-        grad_u = torch.zeros_like(u)  # (e,): sum_ik dL/ds_ik tanh_ik
-        grad_e = torch.zeros_like(edge_vecs) if need_e else None  # (T, e)
-        grad_v = torch.zeros_like(values)  # (B, Nk, d)
+        grad_q = query.new_zeros(query.shape, dtype=acc)  # (B, Nq, e): sum_k G_ik
+        grad_k = key.new_zeros(key.shape, dtype=acc)  # (B, Nk, e): sum_i G_ik
+        grad_u = u.new_zeros(u.shape, dtype=acc)  # (e,): sum_ik dL/ds_ik tanh_ik
+        grad_e = edge_vecs.new_zeros(edge_vecs.shape, dtype=acc) if need_e else None  # (T, e)
+        grad_v = values.new_zeros(values.shape, dtype=acc)  # (B, Nk, d)
         # softmax backward needs <dL/dw_i, w_i> = sum_k w_ik <dL/dh~_i, v_k> = <dL/dh~_i, h~_i>
         # (the FlashAttention identity): one number per row, from the saved output.
-        row_dot = (grad_context * context).sum(dim=-1, keepdim=True)  # (B, Nq, 1)
+        row_dot = (grad_context * context.to(acc)).sum(dim=-1, keepdim=True)  # (B, Nq, 1)
         buffer = query.new_empty(batch * min(ctx.block_rows, n_query) * key.shape[1] * dim)
         for rows in _blocks(n_query, ctx.block_rows):
             tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
-            w = weights[:, rows]  # (B, r, Nk)
+            w = weights[:, rows]  # (B, r, Nk), in ``acc``
             grad_out = grad_context[:, rows]  # (B, r, d)
             if need_v:
                 grad_v.baddbmm_(w.transpose(1, 2), grad_out)  # h~ = w v  =>  dv = w^T dh~
             # dL/ds = w * (dL/dw - <dL/dw, w>), dL/dw = dL/dh~ v^T
-            grad_s = torch.bmm(grad_out, values.transpose(1, 2))  # (B, r, Nk)
+            grad_s = torch.bmm(grad_out, values_acc.transpose(1, 2))  # (B, r, Nk)
             grad_s.sub_(row_dot[:, rows]).mul_(w)
+            grad_s = grad_s.to(compute)
             if need_u:
                 grad_u += torch.mv(tanh.reshape(-1, dim).t(), grad_s.reshape(-1))
             # tanh_backward(g, t) = g (1 - t^2) in one pass, in place over the tanh block
@@ -118,12 +135,15 @@ class BlockwiseAdditiveAttention(torch.autograd.Function):
             if need_k:
                 # the sum over the block's rows as a batched GEMV: ~2x faster than .sum(dim=1)
                 ones = g_pre.new_ones(batch, 1, g_pre.shape[1])  # (B, 1, r)
-                grad_k.view(batch, 1, -1).baddbmm_(ones, g_pre.view(batch, g_pre.shape[1], -1))
+                block_sum = torch.bmm(ones, g_pre.view(batch, g_pre.shape[1], -1))  # (B, 1, Nk*e)
+                grad_k.view(batch, 1, -1).add_(block_sum)
             if need_e:
-                grad_e.index_add_(0, edge_type[:, rows].reshape(-1), g_pre.reshape(-1, dim))
-        return (grad_q.mul_(u) if need_q else None, grad_k.mul_(u) if need_k else None,
-                grad_u if need_u else None, grad_e.mul_(u) if need_e else None, None,
-                grad_v if need_v else None, None, None, None)
+                grad_e.index_add_(0, edge_type[:, rows].reshape(-1), g_pre.reshape(-1, dim).to(acc))
+        u_acc = u.to(acc)
+        dq, dk, du, de, dv = ctx.dtypes
+        return (grad_q.mul_(u_acc).to(dq) if need_q else None, grad_k.mul_(u_acc).to(dk) if need_k else None,
+                grad_u.to(du) if need_u else None, grad_e.mul_(u_acc).to(de) if need_e else None, None,
+                grad_v.to(dv) if need_v else None, None, None, None)
 
 
 def _blocks(n: int, block_rows: int) -> list[slice]:
