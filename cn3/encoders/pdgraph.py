@@ -85,7 +85,8 @@ class SyntacticGCNLayer(nn.Module):
         hw = torch.einsum("bud,kde->bkue", h, self.weight)  # (B, 3, N, dim): W_dir h_u for each dir
         message = ((adj * gate[:, None]) @ hw).sum(1)  # (B, N, dim): sum_u g_{u,v} W_dir(u,v) h_u
         # sum_u g_{u,v} b_L(u,v): the gates gathered per label, then one product with the bias table.
-        gate_per_label = h.new_zeros(*gate.shape[:2], self_loop_label + 1).scatter_add(2, label, gate)
+        # (in gate's dtype: under autocast h may be fp32 while the gate came out of a bf16 product)
+        gate_per_label = gate.new_zeros(*gate.shape[:2], self_loop_label + 1).scatter_add(2, label, gate)
         out = torch.relu(message + gate_per_label @ self.bias)  # (B, N, dim), zero at padding (no u)
         return out, gate
 
