@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 import cn3
+from cli.analyze import analyze_app
 from cli.compare import compare_command
 from cli.encoders import encoders_command
 from cli.experiment import experiment_app
@@ -32,6 +33,7 @@ app.command("compare")(compare_command)
 app.command("plot")(plot_command)
 app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
+app.add_typer(analyze_app, name="analyze")
 app.add_typer(experiment_app, name="experiment")
 unwrap_help(app)
 

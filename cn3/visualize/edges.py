@@ -194,6 +194,19 @@ def edge_norm_max(view: EdgeView, layers: list[int]) -> float:
     return min(1.0, max(largest, 4.0 / max(len(side) for side in view.sides)))
 
 
+def hub_line(side: SideEdges, layer: int) -> str:
+    """One line on the layer's hub share (:func:`cn3.analysis.graphs.hub`): a learned graph whose
+    rows nearly all point at one word is a star, not a tree. The mean row entropy goes with it:
+    near-uniform rows (entropy near 1) also share an argmax, without being a star."""
+    from cn3.analysis.graphs import hub, row_entropy
+
+    alpha = side.alphas[layer]  # (n, n)
+    word, share = hub(alpha)
+    entropy = f"; row entropy {np.mean(row_entropy(alpha)):.2f} of its maximum, 1 = uniform" if len(side) > 1 else ""
+    return (f"hub share of this sentence: {share:.0%} of rows point at {side.label(word)!r} "
+            f"(a star, not a tree, when near 100%{entropy})")
+
+
 def head_text(side: SideEdges, i: int) -> str:
     """``"2 is (nsubj)"``, ``"root"``, or ``"-"`` without a parse."""
     if side.heads is None:

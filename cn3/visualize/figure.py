@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from cn3.visualize.edges import EdgeView, SideEdges, edge_norm_max
+from cn3.visualize.edges import EdgeView, SideEdges, edge_norm_max, hub_line
 
 #: matplotlib colour maps: edge weights and gates.
 EDGE_CMAP, GATE_CMAP = "YlGnBu", "Greens"
@@ -143,7 +143,7 @@ def draw_arcs(ax, side: SideEdges, layer: int, norm, word: int | None, tree_sour
     what = f"all alpha_ik of word {word + 1} '{side.tokens[word]}'" if word is not None else \
         "each word i -> its strongest k"
     tree = f"; below: dependency tree by {tree_source}" if tree_source else "; no dependency tree"
-    ax.set_title(f"layer {layer + 1}: {what}{tree}", fontsize=9)
+    ax.set_title(f"layer {layer + 1}: {what}{tree}\n{hub_line(side, layer)}", fontsize=9)
 
 
 def _longest_arc(side: SideEdges) -> int:

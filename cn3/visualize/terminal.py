@@ -7,6 +7,7 @@ from cn3.visualize.edges import (
     SideEdges,
     edge_norm_max,
     head_text,
+    hub_line,
     top_neighbours,
 )
 
@@ -36,6 +37,7 @@ def render_terminal(console, view: EdgeView, layers: list[int], focus: dict[int,
                 console.print(terminal_heatmap(side, l, vmax))
             else:
                 console.print(f"(no heatmap: {len(side)} words > {TERMINAL_HEATMAP_MAX}; use --out FILE.png)")
+            console.print(Text(hub_line(side, l)))
 
 
 def word_table(side: SideEdges, layer: int):

@@ -1,0 +1,150 @@
+"""``cn3 analyze``: measure what a trained run learned (the statistics of its attention graphs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cli.errors import user_errors
+from cli.train import Device, Split, _prepared_dir
+from data_prep.console import console
+
+analyze_app = typer.Typer(
+    help="Measure what a trained run learned: statistics of its attention graphs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: per-relation rows printed per layer (graphs.json keeps all).
+TABLE_RELATIONS = 12
+#: how the statistics table prints a mean: fractions of the maximum and words as numbers, shares in %.
+NUMBER_FORMATS = {"entropy": ".2f", "query_dependence": ".3f", "mean_distance": ".2f"}
+
+
+@analyze_app.command("graphs")
+def graphs_command(
+    run: Path = typer.Argument(..., help="A run directory from `cn3 train` whose encoder returns attention "
+                               "weights (cn3, transformer, hybrid, local, lstm_san, onlstm_san, selfatt1, selfatt2)."),
+    split: Split = typer.Option(Split.dev, "--split", help="Split of the run's prepared dataset."),
+    layer: int = typer.Option(None, "--layer", "-l", help="Only this attention layer (1-based); default: all."),
+    limit: int = typer.Option(None, "--limit", "-n", min=1, help="At most this many items, evenly spread over "
+                              "the split (as data.limit)."),
+    out: Path = typer.Option(None, "--out", "-o", file_okay=False, help="Also write DIR/graphs.json (every number, "
+                             "all relations) and DIR/graphs.png (histograms, agreement per relation)."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Is the learned graph a tree, a chain or a star? Statistics of a run's attention, per layer.
+
+    For each sentence and layer, over the rows alpha_i. (how much word i reads from each word k):
+    hub share (rows whose strongest word is the sentence's most-chosen one; 1 = a star), row
+    entropy / log n, query dependence (mean Jensen-Shannon divergence between rows; 0 = every word
+    reads alike), static share (Brody et al. 2022: every row ranks the words identically), the mean
+    attended distance, and, when the prepared data has dependency trees, how often a word's strongest
+    word is its head or a dependent, against a random other word and an adjacent one, per relation.
+    Means are over sentences.
+
+    Examples:
+
+        cn3 analyze graphs runs/trec-cn3-seed1
+
+        cn3 analyze graphs runs/trec-transformer-seed1 --split test --layer 2 --out analysis/trec-transformer
+    """
+    from rich.markup import escape
+
+    from cn3.analysis import analysis_notes, analyze_graphs, attention_kind, local_windows, render_graphs_figure
+    from cn3.run_dir import RunDir
+    from cn3.runtime import resolve_device
+    from cn3.trainer import load_model
+    from data_prep.atomic import atomic_write, atomic_write_json
+    from data_prep.dataset import load_prepared
+
+    with user_errors():
+        dev = resolve_device(device.value)
+        loaded = load_model(RunDir(run), dev)
+        encoder, manifest = loaded.config.model.encoder, loaded.manifest
+        kind = attention_kind(encoder)  # before reading any data: a run without weights fails at once
+        prepared = _prepared_dir(loaded)
+        ds = load_prepared(prepared)
+        if split.value not in ds.splits:
+            raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
+        dataset = ds.splits[split.value]
+        if limit:
+            dataset = dataset.spread(limit)
+        stats, n_layers = analyze_graphs(loaded.model, dataset, encoder, dev, layer)
+        has_trees = "a.head" in dataset.t
+        summary = stats.summary(ds.vocabs["rel"].itos if has_trees else None)
+    notes = analysis_notes(encoder, kind, loaded.config.model.heads, local_windows(loaded.model), ds.level == "pair")
+    if kind == "annotation":
+        trees = f"not measured: {encoder}'s rows are annotation hops, not words with heads"
+    elif has_trees:
+        trees = f"{manifest['annotator']['name']} (the prepared dataset's)"
+    else:
+        trees = (f"none: the run's prepared dataset was annotated with {manifest['annotator']['name']!r}, which "
+                 "gives no dependency trees, so there are no tree statistics (train on data prepared with "
+                 "--annotator spacy, or gold where the task has trees)")
+    title = f"{manifest['task']} · {encoder} · {split.value}"
+    console.print(f"[bold]{escape(title)}[/] ({len(dataset):,} items, {n_layers} attention "
+                  f"layer{'s' * (n_layers != 1)}; {escape(str(prepared))})", soft_wrap=True)
+    console.print(f"dependency trees: {trees}", soft_wrap=True, markup=False)
+    for note in notes:
+        console.print(f"note: {note}", soft_wrap=True, markup=False)
+    console.print(statistics_table(summary))
+    for entry in summary:
+        if "relations" in entry:
+            console.print(relation_table(entry))
+    if out is not None:
+        record = {"run": str(run), "task": manifest["task"], "encoder": encoder, "split": split.value,
+                  "items": len(dataset), "prepared": str(prepared), "kind": kind, "attention_layers": n_layers,
+                  "trees": trees, "notes": notes, "layers": summary}
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "graphs.json", record)
+        fig = render_graphs_figure(summary, title)
+        atomic_write(out / "graphs.png", lambda handle: fig.savefig(handle, format="png", dpi=120))
+        console.print(f"wrote {out / 'graphs.json'} and {out / 'graphs.png'}", markup=False)
+
+
+def statistics_table(summary: list[dict]):
+    """Statistics (rows) x layers (columns): the sentence mean and, in brackets, the sentences
+    it is over when some sentences lack it."""
+    from rich.table import Table
+
+    from cn3.analysis import STATISTICS
+
+    table = Table(title="attention graphs: means over sentences")
+    table.add_column("statistic")
+    for entry in summary:
+        table.add_column(f"layer {entry['layer']}", justify="right")
+    for name, what in STATISTICS.items():
+        if not any(name in entry["stats"] for entry in summary):
+            continue
+        cells = []
+        for entry in summary:
+            s = entry["stats"].get(name)
+            if s is None:
+                cells.append("-")
+                continue
+            value = f"{s['mean']:{NUMBER_FORMATS.get(name, '.1%')}}"
+            cells.append(value if s["sentences"] == entry["sentences"] else f"{value} ({s['sentences']})")
+        table.add_row(f"  {what}" if name in ("tree_chance", "tree_adjacent") else what, *cells)
+    table.add_row("sentences (skipped: one word)", *(f"{e['sentences']:,} ({e['skipped']:,})" for e in summary))
+    return table
+
+
+def relation_table(entry: dict):
+    """The most frequent relations of one layer: arcs, how often each end reads the other, chance."""
+    from rich.table import Table
+    from rich.text import Text
+
+    relations = entry["relations"]
+    shown = list(relations)[:TABLE_RELATIONS]
+    more = f" ({len(shown)} of {len(relations)} relations; all in graphs.json)" if len(relations) > len(shown) else ""
+    table = Table(title=f"layer {entry['layer']}: arcs followed, per relation{more}")
+    for col in ("relation", "arcs", "dependent -> head", "chance", "head -> dependent", "chance", "of followed"):
+        table.add_column(col, justify="left" if col == "relation" else "right")
+    for name in shown:
+        r = relations[name]
+        table.add_row(Text(name), f"{r['arcs']:,}", f"{r['to_head']:.1%}", f"{r['to_head_chance']:.1%}",
+                      f"{r['from_head']:.1%}", f"{r['from_head_chance']:.1%}", f"{r['followed_share']:.1%}")
+    return table
