@@ -92,12 +92,30 @@ def prepare_command(
     print_summary(result.manifest, result.out, result.up_to_date)
 
 
-def tasks_command() -> None:
-    """List the tasks `cn3 prepare` knows, with their level and files."""
+def tasks_command(
+    name: str = typer.Argument(None, help="Show one task in full: files, labels and every caveat (the probing "
+                               "tasks list their deviations from Conneau et al. here)."),
+) -> None:
+    """List the tasks `cn3 prepare` knows, with their level and files; `cn3 tasks NAME` shows one in full."""
     from rich.table import Table
 
     from data_prep.console import console
 
+    if name is not None:
+        from cli.errors import user_errors
+        from data_prep.tasks import get_task
+
+        with user_errors():
+            spec = get_task(name)
+        console.print(f"[bold]{spec.name}[/] ({spec.level} level): {spec.description}")
+        console.print(f"files (under the data root): {', '.join(spec.files)}", soft_wrap=True)
+        if spec.labels:
+            console.print(f"labels: {', '.join(spec.labels)}", soft_wrap=True)
+        console.print(f"gold annotations: {', '.join(sorted(spec.gold)) or 'none'}; default annotator: "
+                      f"{spec.annotator or 'by the generic rule (`cn3 prepare --help`)'}")
+        if spec.notes:
+            console.print(f"notes: {spec.notes}", soft_wrap=True)
+        return
     table = Table()
     for col in ("task", "level", "description", "gold annotations"):
         table.add_column(col)
@@ -105,3 +123,4 @@ def tasks_command() -> None:
         table.add_row(spec.name, spec.level, spec.description, ", ".join(sorted(spec.gold)) or "-")
     table.add_row("custom", "any", "your own TSV/JSONL/CoNLL files (--train/--dev/--test --format)", "from columns")
     console.print(table)
+    console.print("`cn3 tasks NAME` shows a task's files, labels and caveats.")

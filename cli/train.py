@@ -92,6 +92,10 @@ def evaluate_command(
         "a run trained on gold annotation reads a file's own, or spaCy's when the file has none."),
     embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help=EMBEDDINGS_HELP),
     no_vectors: bool = typer.Option(False, "--no-vectors", help=NO_VECTORS_HELP),
+    by: str = typer.Option(None, "--by", help="Also score groups of items: a key of the items' meta (e.g. n_ops "
+                           "for logic), length (tokens of the first sentence, in bins of 10) or source (the file)."),
+    plot: Path = typer.Option(None, "--plot", dir_okay=False, help="With --by: draw the score per group "
+                              "(.png, .svg or .pdf)."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Score a trained run: accuracy, span F1 (chunking, NER) or token accuracy (POS).
@@ -102,31 +106,43 @@ def evaluate_command(
     vocabulary tokens and types, with and without vectors; unknown characters, POS tags and
     relations) and which annotation the model read.
 
+    --by FIELD scores each group of items with the task's metric too (table, JSON line, --plot):
+    groups whose value no training item has are marked "unseen in training" (not for source).
+
     Examples:
 
         cn3 evaluate runs/trec-cn3-seed1 --split test --report
 
         cn3 evaluate runs/ud_pos-cn3-seed1 --file ../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu --annotator spacy
+
+        cn3 evaluate runs/logic-cn3-seed1 --split test --by n_ops --plot n_ops.png  # length generalisation
     """
     from rich.table import Table
 
+    from cn3.grouped import example_record, group_keys
     from cn3.inference import examples_dataset, read_task_file, run_vectors
+    from cn3.metrics import score
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import evaluate_dataset, load_model
+    from cn3.trainer import gold_and_predictions, load_model
     from data_prep.coverage import coverage, describe
     from data_prep.dataset import load_prepared
 
     with user_errors():
+        if plot is not None and by is None:
+            raise typer.BadParameter("--plot draws the groups of --by; give --by FIELD too")
         dev = resolve_device(device.value)
         loaded = load_model(RunDir(run), dev)
         manifest = loaded.manifest
         if file is not None:
             vectors, vectors_source = run_vectors(manifest, embeddings, use=not no_vectors)
-            text = examples_dataset(read_task_file(manifest, file), loaded.vocabs, manifest, with_labels=True,
+            examples = read_task_file(manifest, file)
+            text = examples_dataset(examples, loaded.vocabs, manifest, with_labels=True,
                                     vectors=vectors, annotator=annotator.value if annotator else None)
             dataset, annotation, truncated = text.dataset, text.annotation, text.truncated
             what = str(file)
+            # the encoded dataset keeps no meta: the examples (same order) carry it
+            records = [example_record(ex) for ex in examples] if by else None
         else:
             if annotator is not None or embeddings is not None or no_vectors:
                 raise typer.BadParameter("--annotator, --embeddings and --no-vectors apply to --file; a staged "
@@ -136,13 +152,18 @@ def evaluate_command(
             if split.value not in ds.splits:
                 raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
             dataset, what = ds.splits[split.value], f"{split.value} ({prepared})"
+            records = [dataset.record(i) for i in range(len(dataset))] if by else None
             annotation = f"{manifest['annotator']['name']} (the prepared dataset's)"
             truncated = 0  # counted by `cn3 prepare`
             vectors_source = (f"{manifest['embeddings']['path']} (looked up when the dataset was prepared)"
                               if manifest.get("embeddings") else "none recorded by the run")
+        keys = group_keys(records, by) if by else None  # an unknown field fails before the model runs
         labels = loaded.vocabs["labels"].itos
-        result = evaluate_dataset(loaded.model, dataset, labels, manifest["level"], manifest.get("tag_scheme"), dev)
+        level, tag_scheme = manifest["level"], manifest.get("tag_scheme")
+        gold, pred = gold_and_predictions(loaded.model, dataset, labels, level, dev)
+        result = score(level, tag_scheme, gold, pred)
         known = coverage(dataset, loaded.vocabs)
+        groups = _groups(loaded, by, keys, gold, pred, None if file else ds.splits.get("train")) if by else None
     console.print(f"{manifest['task']} {what}: {result['metric']} [bold]{result['score']:.2f}[/] "
                   f"({len(dataset):,} items)")
     for line in describe(known):
@@ -160,8 +181,60 @@ def evaluate_command(
             table.add_row(label, f"{r['precision']:.1f}", f"{r['recall']:.1f}", f"{r['f1']:.1f}",
                           str(r["support"]))
         console.print(table)
-    print(json.dumps({"task": manifest["task"], "data": what, "metric": result["metric"],
-                      "score": round(result["score"], 2), "coverage": known, "annotation": annotation}))
+    summary = {"task": manifest["task"], "data": what, "metric": result["metric"],
+               "score": round(result["score"], 2), "coverage": known, "annotation": annotation}
+    if by:
+        _print_groups(groups, by, result["metric"])
+        summary["by"] = {"field": by, "groups": [g.as_dict() for g in groups]}
+        if plot is not None:
+            from cn3.grouped import plot_groups
+
+            with user_errors():
+                title = f"{manifest['task']} {what}"
+                console.print(f"wrote {plot_groups(groups, plot, by, result['metric'], title)}")
+    print(json.dumps(summary))
+
+
+def _groups(loaded, field: str, keys: list, gold: list, pred: list, train=None) -> list:
+    """The scored groups of ``field``, marked against the run's training items as it trained on them
+    (its ``data.limit`` applied); ``train``: the prepared train split when already loaded. Source
+    files are not marked: training and scored files differ by design."""
+    from cn3.config import ConfigError
+    from cn3.grouped import grouped_scores, seen_keys
+    from data_prep.dataset import load_prepared
+    from data_prep.errors import DataError
+
+    seen = None
+    if field != "source":
+        try:
+            train = train if train is not None else load_prepared(_prepared_dir(loaded)).splits["train"]
+        except (ConfigError, DataError) as err:  # --file without the run's dataset: score, mark nothing
+            console.print(f"groups unseen in training are not marked: {err}", soft_wrap=True)
+        else:
+            limit = loaded.config.data.limit
+            train = train.spread(limit) if limit else train
+            seen = seen_keys([train.record(i) for i in range(len(train))], field)
+    level, tag_scheme = loaded.manifest["level"], loaded.manifest.get("tag_scheme")
+    return grouped_scores(keys, gold, pred, level, tag_scheme, field, seen)
+
+
+def _print_groups(groups: list, field: str, metric: str) -> None:
+    """The groups as a table; a last column marks those unseen in training, when there are any."""
+    from rich.table import Table
+
+    from cn3.grouped import UNSEEN
+
+    table = Table(title=f"by {field}")
+    numeric = all(isinstance(g.value, (int, float)) for g in groups)
+    table.add_column(field, justify="right" if numeric else "left")
+    for col in ("items", metric):
+        table.add_column(col, justify="right")
+    marked = any(g.unseen for g in groups)
+    if marked:
+        table.add_column("")
+    for g in groups:
+        table.add_row(g.label, f"{g.items:,}", f"{g.score:.2f}", *([UNSEEN if g.unseen else ""] if marked else []))
+    console.print(table)
 
 
 def _prepared_dir(loaded) -> Path:

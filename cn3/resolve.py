@@ -17,13 +17,15 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 def task_config_path(task: str) -> Path | None:
-    """``cn3/configs/<task>.yaml``; ``None`` for a task without one (``custom``).
+    """``cn3/configs/<task>.yaml`` (or the task's shared ``TaskSpec.config``, e.g. ``probe.yaml`` for
+    the probing tasks); ``None`` for a task without one (``custom``).
 
     Raises:
         ConfigError: ``task`` is a registered task and its tuned config is missing (a broken
             installation: training it on the dataclass defaults would look like a result).
     """
-    path = CONFIG_DIR / f"{task}.yaml"
+    stem = (TASKS[task].config or task) if task in TASKS else task
+    path = CONFIG_DIR / f"{stem}.yaml"
     if path.is_file():
         return path
     if task in TASKS:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from data_prep import readers, tagging
+from data_prep import probing, readers, tagging
 from data_prep.readers import (
     read_conll2000, read_conll2003, read_conllu, read_imdb, read_logic, read_sick, read_snli, read_sst2,
     read_sst5, read_trec,
@@ -20,7 +20,7 @@ from data_prep.readers import (
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
-from data_prep.readers.common import unbracket
+from data_prep.readers.common import task_dir, unbracket
 from data_prep.readers.custom import TOKENIZE as CUSTOM_TOKENIZE
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
 from data_prep.readers.imdb import IMDB_LABELS
@@ -240,6 +240,168 @@ _TASK_LIST = [
         ),
     ),
 ]
+
+# --- probing tasks (Conneau et al., 2018), rebuilt from the staged treebanks: data_prep/probing.py ---
+
+PTB_TREES = "nltk_data/corpora/treebank.zip"
+UD_PROBE_NOTE = (
+    "Conneau et al. (2018) probing task rebuilt from UD English EWT (train, dev and test pooled; the gold "
+    "tree decides the label, the input is the raw tokens) instead of their BookCorpus data (not obtainable "
+    "here): sentences of 5-28 tokens, each once; classes balanced by downsampling; seeded ~80/10/10 split"
+)
+PTB_PROBE_NOTE = (
+    "Conneau et al. (2018) probing task rebuilt from the NLTK WSJ sample (3,914 gold trees of all 199 files, "
+    "traces and function tags removed) instead of their parsed BookCorpus data (not obtainable here): "
+    "sentences of 5-28 words, each once; classes balanced by downsampling; seeded ~80/10/10 split"
+)
+LEXICAL_NOTE = (
+    "lexical split as Conneau: each target form occurs in one split only (forms placed, then each split "
+    "balanced, so sizes are only about 80/10/10); target forms of corpus frequency 3-1,000 instead of "
+    "100-5,000 (drops is/are/was/have/'s and one-off forms)"
+)
+
+
+def _ud_probe(build: Callable[[list[Example], int], dict[str, list[Example]]]):
+    """``TaskSpec.load`` of a probing task built by ``build`` from the pooled EWT files."""
+
+    def load(root: Path, options: TaskOptions) -> dict[str, list[Example]]:
+        folder = task_dir(root, "ud_english_ewt")
+        return build([ex for name in UD_FILES.values() for ex in read_conllu(folder / name)], options.seed)
+
+    return load
+
+
+def _ptb_probe(build: Callable[[list[probing.ParsedSentence], int], dict[str, list[Example]]]):
+    """``TaskSpec.load`` of a probing task built by ``build`` from the PTB sample's constituency trees."""
+
+    def load(root: Path, options: TaskOptions) -> dict[str, list[Example]]:
+        task_dir(root, "nltk_data")  # a missing data root or folder: the usual message
+        return build(probing.read_treebank_zip(Path(root) / PTB_TREES), options.seed)
+
+    return load
+
+
+UD_FILE_PATHS = tuple(f"ud_english_ewt/{name}" for name in UD_FILES.values())
+_PROBING_TASKS = [
+    TaskSpec(
+        name="probe_sentlen",
+        level="graph",
+        description="Probing: sentence length in 6 bins (Conneau et al., 2018; from UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_sentlen),
+        labels=tuple(f"{lo}-{hi}" for lo, hi in probing.SENTLEN_BINS),
+        notes=UD_PROBE_NOTE + "; Conneau's bins 5-8, 9-12, 13-16, 17-20, 21-25, 26-28 unchanged (tokens = UD "
+        "syntactic words: do n't is two); majority-class baseline 16.7% (6 balanced classes)",
+    ),
+    TaskSpec(
+        name="probe_wc",
+        level="graph",
+        description="Probing: which of 100 mid-frequency words the sentence contains (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_wc),
+        notes=UD_PROBE_NOTE + "; 100 target words from frequency rank 201 on (alphabetic, 4+ characters, each the "
+        "one target of 25+ sentences) instead of 1,000 from rank 2,001; each sentence has exactly one target, "
+        "once (as Conneau); labels = the words, from train; majority-class baseline 1% (100 balanced classes)",
+    ),
+    TaskSpec(
+        name="probe_bshift",
+        level="graph",
+        description="Probing: were two adjacent words swapped? O/I (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_bshift),
+        labels=("O", "I"),
+        notes=UD_PROBE_NOTE + "; in half of the sentences two adjacent tokens swapped, never the first token nor "
+        "punctuation, no sentences with double quotes, no sentence in both versions (as Conneau); "
+        "meta['position'] = the swap; majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_tense",
+        level="graph",
+        description="Probing: main-clause verb past or present, PAST/PRES (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_tense),
+        labels=("PAST", "PRES"),
+        annotator="none",  # the main verb's POS tag (VBD vs VBZ/VBP) is the label
+        notes=UD_PROBE_NOTE + "; main-clause verb = the UD root, or its copula (cop) when it has one: VBD = PAST, "
+        "VBP/VBZ = PRES, other tags (has eaten, will go) left out; " + LEXICAL_NOTE + "; meta['target'] = the "
+        "verb form; annotator none: POS tags would give the label away; majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_subjnum",
+        level="graph",
+        description="Probing: main-clause subject singular or plural, NN/NNS (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_subjnum),
+        labels=("NN", "NNS"),
+        annotator="none",  # NN vs NNS is the label
+        notes=UD_PROBE_NOTE + "; subject = the root's nsubj or nsubj:pass, common nouns (NN/NNS) only; "
+        + LEXICAL_NOTE + "; meta['target'] = the noun form; annotator none: POS tags would give the label "
+        "away; majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_objnum",
+        level="graph",
+        description="Probing: main-clause direct object singular or plural, NN/NNS (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_objnum),
+        labels=("NN", "NNS"),
+        annotator="none",  # NN vs NNS is the label
+        notes=UD_PROBE_NOTE + "; object = the root's obj, common nouns (NN/NNS) only; " + LEXICAL_NOTE
+        + "; meta['target'] = the noun form; annotator none: POS tags would give the label away; "
+        "majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_somo",
+        level="graph",
+        description="Probing: was a noun or verb replaced? O/C, semantic odd man out (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_somo),
+        labels=("O", "C"),
+        notes=UD_PROBE_NOTE + "; in half of the sentences one lower-case noun or verb (not AUX, not PROPN) of "
+        "frequency 5-100 replaced by another of the same PTB tag and log2 frequency band (Conneau: frequency "
+        "40-400 and matched bigram frequencies, which EWT is too small to count); each replacement word used "
+        "in one split only and no sentence in both versions (as Conneau); both classes drawn from sentences "
+        "with a replaceable word; meta = position, original, replacement; majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_coordinv",
+        level="graph",
+        description="Probing: were two coordinated clauses swapped? O/I (Conneau et al., 2018; UD EWT)",
+        files=UD_FILE_PATHS,
+        load=_ud_probe(probing.probe_coordinv),
+        labels=("O", "I"),
+        notes=UD_PROBE_NOTE + "; the root and its only conj, both with a subject, joined by the sentence's only "
+        "CC (as Conneau: one CC, coordinating two main clauses); clauses swapped in half of the sentences and "
+        "recased (not described by Conneau); O and I balanced by which clause is longer (meta['longer'], as "
+        "Conneau); no sentence in both versions; majority-class baseline 50%",
+    ),
+    TaskSpec(
+        name="probe_treedepth",
+        level="graph",
+        description="Probing: depth of the constituency tree, 5-12 (Conneau et al., 2018; PTB WSJ sample)",
+        files=(PTB_TREES,),
+        load=_ptb_probe(probing.probe_treedepth),
+        labels=tuple(str(d) for d in probing.DEPTHS),
+        annotator="none",  # a parse shows the depth
+        notes=PTB_PROBE_NOTE + "; depth = nodes from the top constituent down to the deepest word, POS level "
+        "included; classes 5-12 as Conneau, but not decorrelated from length (too few trees): a length-only "
+        "classifier beats chance (meta['length']); annotator none: a parse would give the depth away; "
+        "majority-class baseline 12.5% (8 balanced classes)",
+    ),
+    TaskSpec(
+        name="probe_topconst",
+        level="graph",
+        description="Probing: the constituents below the sentence node, e.g. NP_VP_. (Conneau et al., 2018; PTB)",
+        files=(PTB_TREES,),
+        load=_ptb_probe(probing.probe_topconst),
+        annotator="none",  # a parse shows the top constituents
+        notes=PTB_PROBE_NOTE + "; the 5 commonest sequences + OTHER (Conneau: 19 + OTHER); sequences with quotes "
+        "or not ending in '.' left out (as Conneau), sentence-internal commas and colons kept (Conneau drop "
+        "them: 3 classes would be left); labels from train; annotator none: a parse would give the "
+        "constituents away; majority-class baseline 16.7% (6 balanced classes)",
+    ),
+]
+_TASK_LIST += [replace(spec, config="probe") for spec in _PROBING_TASKS]  # one trained baseline config
 
 TASKS: dict[str, TaskSpec] = {spec.name: replace(spec, read_file=FILE_READERS.get(spec.name)) for spec in _TASK_LIST}
 TAGGING_TASKS = frozenset({"conll2003", "conll2000"})

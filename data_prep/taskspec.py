@@ -70,6 +70,8 @@ class TaskSpec:
         max_len: default truncation in tokens (long documents, e.g. IMDB); ``None`` = no limit.
         cv: the task has no official split: ``options.fold`` selects the test fold.
         notes: caveats shown in the summary (e.g. "dev = last 1,000 train sentences").
+        config: the stem of the tuned run config in ``cn3/configs`` (``None`` = the task's name;
+            the probing tasks share ``probe``).
         annotator: the default annotator when the generic rule does not fit (``none`` for the
             logic formulas, which no English parser can analyse); ``None`` = the generic rule.
         read_file: ``read_file(path, options) -> examples``: one file in the task's format (how
@@ -91,5 +93,6 @@ class TaskSpec:
     cv: bool = False
     notes: str = ""
     annotator: str | None = None
+    config: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
     tokenize_text: Callable[[str], list[str]] = tokenize
