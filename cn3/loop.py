@@ -27,7 +27,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 
@@ -58,6 +58,10 @@ class LoopConfig:
         tensorboard: also write train loss and learning rate (at each log line and evaluation) and
             the dev scores (at each evaluation) as TensorBoard scalars into ``RUN/tensorboard/``;
             needs the ``tensorboard`` package (``pip install 'cn3[tensorboard]'``).
+        precision: ``fp32``, or ``bf16``: the training forward pass under ``torch.autocast`` in
+            bfloat16 (CPUs with AMX and recent GPUs run its matrix products fast; weights, optimizer
+            and gradients stay fp32, and bf16's fp32-sized exponent needs no loss scaling). Dev and
+            test scoring stay fp32. (fp16 would need a gradient scaler: not offered yet.)
     """
 
     seed: int = 1
@@ -70,6 +74,7 @@ class LoopConfig:
     log_every: int = 0
     num_threads: int = 0
     tensorboard: bool = False
+    precision: Literal["fp32", "bf16"] = "fp32"
 
     def validate(self) -> None:
         if self.epochs < 1:

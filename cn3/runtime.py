@@ -29,6 +29,13 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def autocast(device: torch.device, precision: str):
+    """The training forward pass's context for ``train.precision``: ``torch.autocast`` in bfloat16
+    on ``device``'s type for ``bf16``, a no-op for ``fp32``. Only the forward pass goes inside: the
+    backward pass follows the dtypes autocast chose."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)

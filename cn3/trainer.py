@@ -23,7 +23,7 @@ from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import open_run, seed_everything
+from cn3.runtime import autocast, open_run, seed_everything
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console
 
@@ -155,11 +155,16 @@ class SentenceTask:
 
     def train_step(self, indices) -> tuple[float, int]:
         batch = make_batch(self.train_set, indices).to(self.device)
+
+        def forward():
+            with autocast(self.device, self.cfg.train.precision):
+                return self.model(batch)
+
         if self.adversary is None:
-            out = self.model(batch)
+            out = forward()
             out.loss.backward()
         else:
-            out = self.adversary.backward(lambda: self.model(batch))
+            out = self.adversary.backward(forward)
         return out.loss.item() * len(batch), len(batch)
 
     def lr(self, step: int, epoch: int) -> float:

@@ -63,11 +63,12 @@ def test_snli_pairs_learn(prepared, tmp_path):
     assert results["scores"]["dev"]["score"] > 40.0, results  # 3 classes: chance is 33%
 
 
-@pytest.mark.parametrize("ema, adversarial", [(0.0, 0.0), (0.9, 0.0), (0.0, 0.05)])
-def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversarial):
+@pytest.mark.parametrize("ema, adversarial, precision", [(0.0, 0.0, "fp32"), (0.9, 0.0, "fp32"), (0.0, 0.05, "fp32"),
+                                                         (0.0, 0.0, "bf16")])
+def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversarial, precision):
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}",
-              f"train.adversarial={adversarial}"]
+              f"train.adversarial={adversarial}", f"train.precision={precision}"]
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)
     with pytest.raises(ConfigError, match="--resume"):
@@ -80,6 +81,22 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversa
     assert (a["raw_model"] is None) == (ema == 0.0) and a["ema_updates"] == b["ema_updates"]
     if ema:
         assert all(torch.equal(a["raw_model"][k], b["raw_model"][k]) for k in a["raw_model"])
+
+
+def test_bf16_trains_in_bfloat16_and_keeps_fp32_weights(prepared, tmp_path):
+    """``train.precision=bf16`` runs the forward pass under autocast (the weights move differently
+    from an fp32 run's) while weights and optimizer state stay fp32; a tagging run's CRF reads fp32
+    emissions."""
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=200", "train.epochs=1", "train.batch_size=16"]
+    runs = {p: run("trec", data, tmp_path / p, common + [f"train.precision={p}"]) for p in ("fp32", "bf16")}
+    a, b = (torch.load(tmp_path / p / "latest.pt", weights_only=False)["model"] for p in ("fp32", "bf16"))
+    assert all(v.dtype == torch.float32 for v in b.values() if v.is_floating_point())
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+    assert runs["bf16"]["scores"]["dev"]["score"] > 0
+    tagged = run("ud_pos", prepared("ud_pos", "gold"), tmp_path / "tag",
+                 ["data.limit=200", "train.epochs=1", "train.lr=0.01", "train.precision=bf16"])
+    assert tagged["scores"]["dev"]["score"] > 30.0, tagged  # 17 tags: the CRF learned in bf16
 
 
 def test_ema_weights_are_scored_and_kept_in_best(prepared, tmp_path):

@@ -47,7 +47,9 @@ class CRFHead(nn.Module):
         return mask
 
     def emissions(self, h: Tensor) -> Tensor:
-        return self.emit(self.dropout(h))  # (B, N, T)
+        # fp32 even under bf16 autocast: the CRF's forward algorithm sums log-probabilities over a
+        # whole sentence, which bf16's 8-bit mantissa would round away
+        return self.emit(self.dropout(h)).float()  # (B, N, T)
 
     def log_likelihood(self, h: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
         """``(B,)`` log p(tags | sentence)."""

@@ -40,7 +40,7 @@ from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, lo
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import open_run, seed_everything
+from cn3.runtime import autocast, open_run, seed_everything
 from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
 from data_prep.console import console, progress
 
@@ -189,7 +189,9 @@ class TranslationTask:
 
     def train_step(self, indices) -> tuple[float, int]:
         batch = make_batch(self.train_data, indices).to(self.device)
-        loss, _ = self.model.loss(self.model(batch.src, batch.tgt_in), batch.tgt_out, self.cfg.train.label_smoothing)
+        with autocast(self.device, self.cfg.train.precision):
+            logits = self.model(batch.src, batch.tgt_in)
+        loss, _ = self.model.loss(logits.float(), batch.tgt_out, self.cfg.train.label_smoothing)
         (loss / batch.tokens).backward()  # per target token
         return float(loss.detach()), batch.tokens
 
