@@ -49,7 +49,8 @@ class CRFHead(nn.Module):
     def emissions(self, h: Tensor) -> Tensor:
         # fp32 even under bf16 autocast: the CRF's forward algorithm sums log-probabilities over a
         # whole sentence, which bf16's 8-bit mantissa would round away
-        return self.emit(self.dropout(h)).float()  # (B, N, T)
+        e = self.emit(self.dropout(h))  # (B, N, T)
+        return e.to(torch.promote_types(e.dtype, torch.float32))  # bf16 -> fp32; fp32/fp64 unchanged
 
     def log_likelihood(self, h: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
         """``(B,)`` log p(tags | sentence)."""
