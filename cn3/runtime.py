@@ -102,7 +102,11 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
     if resume and run.config.exists():
         # read back through the dataclasses: a key added to the config since the run started takes its
         # default (which keeps the old behaviour), instead of counting as a change
-        saved = to_dict(from_dict(type(cfg), yaml.safe_load(run.config.read_text())))
+        try:
+            saved = to_dict(from_dict(type(cfg), yaml.safe_load(run.config.read_text())))
+        except ConfigError as err:  # e.g. a key a later release removed: the run is another release's
+            raise ConfigError(f"cannot resume {run.path}: its config.yaml does not fit this cn3 ({err}); it was "
+                              "probably written by another release; evaluate it as it is, or start a new run") from None
         check_resume_config(saved, config_dict, resumable)
     return device, run, config_dict
 

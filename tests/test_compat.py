@@ -63,3 +63,19 @@ def test_a_0_2_sentence_config_loses_the_removed_vectors_vocab_key():
     with pytest.raises(ConfigError, match="vectors_vocab"):
         from_dict(RunConfig, saved)
     assert from_dict(RunConfig, upgrade_sentence_config(saved, "0.2.0")) == RunConfig()
+
+
+def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
+    """A 0.2 run directory's config has a key 0.3 removed: --resume names the release, not the key alone."""
+    import yaml
+
+    from cn3.loop import RESUMABLE_CHANGES
+    from cn3.run_config import RunConfig
+    from cn3.runtime import open_run
+
+    saved = to_dict(RunConfig())
+    saved["data"]["vectors_vocab"] = True
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    with pytest.raises(ConfigError, match="probably written by another release") as err:
+        open_run(RunConfig(), tmp_path, resume=True, device_name="cpu", resumable=RESUMABLE_CHANGES)
+    assert "vectors_vocab" in str(err.value)
