@@ -21,6 +21,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except USER_ERRORS as err:
+        console.quiet = False  # a torchrun rank other than 0 is quiet, but not about its own error
         console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

@@ -68,6 +68,8 @@ def train_command(
         cn3 nmt train --src train.en --tgt train.de --set data.valid_size=1000
 
         cn3 nmt train --encoder hybrid --run-dir runs/h --resume       # after Ctrl-C
+
+        torchrun --standalone --nproc_per_node 4 -m cli nmt train --encoder hybrid   # 4 processes (README: Scaling up)
     """
     from cn3.nmt.config import resolve_nmt_config
     from cn3.nmt.data import absolutize

@@ -60,6 +60,8 @@ def train_command(
         cn3 train --task conll2003 --set model.edge_attrs=true # "Dep": parser relations as edge attributes
 
         cn3 train --task trec --run-dir runs/trec-a --resume   # after Ctrl-C
+
+        torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
     from cn3.resolve import resolve_config
     from cn3.trainer import train

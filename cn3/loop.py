@@ -33,8 +33,9 @@ import torch
 
 import cn3
 from cn3.config import ConfigError
+from cn3.distributed import SINGLE, World, check_world_size, step_seed
 from cn3.run_dir import RunDir
-from cn3.runtime import restore_checkpoint, rng_state, sigterm_as_interrupt
+from cn3.runtime import restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
 from data_prep.atomic import atomic_torch_save
 from data_prep.console import progress
 
@@ -58,10 +59,12 @@ class LoopConfig:
         tensorboard: also write train loss and learning rate (at each log line and evaluation) and
             the dev scores (at each evaluation) as TensorBoard scalars into ``RUN/tensorboard/``;
             needs the ``tensorboard`` package (``pip install 'cn3[tensorboard]'``).
-        precision: ``fp32``, or ``bf16``: the training forward pass under ``torch.autocast`` in
-            bfloat16 (CPUs with AMX and recent GPUs run its matrix products fast; weights, optimizer
-            and gradients stay fp32, and bf16's fp32-sized exponent needs no loss scaling). Dev and
-            test scoring stay fp32. (fp16 would need a gradient scaler: not offered yet.)
+        precision: ``fp32``; ``bf16``: the training forward pass under ``torch.autocast`` in
+            bfloat16 (CPUs with AMX and GPUs from Ampere on run its matrix products fast; weights,
+            optimizer and gradients stay fp32, and bf16's fp32-sized exponent needs no loss
+            scaling); ``fp16``: float16 autocast with a ``torch.amp.GradScaler`` (for GPUs without
+            fast bf16, e.g. V100 and T4; it runs on CPU too, but slower than bf16 there). Dev and
+            test scoring stay fp32.
     """
 
     seed: int = 1
@@ -74,7 +77,7 @@ class LoopConfig:
     log_every: int = 0
     num_threads: int = 0
     tensorboard: bool = False
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -117,6 +120,8 @@ class TaskAdapter(Protocol):
             keeps (the model itself, or its moving average).
         optimizer: built over ``model``'s parameters.
         ema: the weight average (``torch.optim.swa_utils.AveragedModel``) or ``None``.
+        scaler: the loss scaler of an ``fp16`` run (:func:`cn3.runtime.make_scaler`) or ``None``.
+        device: where the model is.
         unit: what the throughput counts (``items``, ``tgt tok``).
     """
 
@@ -124,13 +129,20 @@ class TaskAdapter(Protocol):
     evaluated: torch.nn.Module
     optimizer: torch.optim.Optimizer
     ema: torch.nn.Module | None
+    scaler: torch.amp.GradScaler | None
+    device: torch.device
     unit: str
 
     def batches(self, epoch: int) -> list:
-        """The epoch's batches, a pure function of ``(seed, epoch)``."""
+        """The epoch's batches (lists of item indices), a pure function of ``(seed, epoch)``."""
 
-    def train_step(self, batch) -> tuple[float, int]:
-        """Forward and backward on one batch: ``(summed loss, count)`` for the running mean."""
+    def count(self, batch) -> int:
+        """What the batch's loss is a mean over (items, target tokens): weighs the ranks' shares of
+        a batch under torchrun."""
+
+    def train_step(self, batch, weight: float = 1.0) -> tuple[float, int]:
+        """Forward and backward on one batch, the loss multiplied by ``weight`` before the backward
+        pass: ``(summed loss, count)`` for the running mean."""
 
     def lr(self, step: int, epoch: int) -> float:
         """The learning rate of update ``step`` (from 1) in ``epoch`` (from 0)."""
@@ -204,41 +216,55 @@ def draw_curves(run: RunDir) -> None:
         run.log(f"[yellow]warning[/]: could not draw {run.curves}: {type(err).__name__}: {err}")
 
 
-def new_state() -> dict:
+def new_state(world: World = SINGLE) -> dict:
+    """``best_written``: ``best.pt`` exists (in the state, so that every torchrun rank knows it
+    without a shared file system); ``world_size``: the processes that train the run."""
     return {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_score": -math.inf, "best_step": 0,
-            "best_epoch": 0, "bad_evals": 0, "eval_due": False, "eval_train_loss": 0.0, "seconds": 0.0}
+            "best_epoch": 0, "bad_evals": 0, "eval_due": False, "eval_train_loss": 0.0, "seconds": 0.0,
+            "best_written": False, "world_size": world.size}
 
 
-def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device, what: str) -> dict:
+def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device, what: str,
+          world: World = SINGLE) -> dict:
     """The loop state to start from: ``latest.pt``'s (weights, optimizer, average and RNG streams
-    restored) when resuming, else a new one; says which in the log. ``what``: the run, for the log."""
+    restored) when resuming, else a new one; says which in the log. ``what``: the run, for the log.
+    A resumed run must have the number of processes it was started with."""
     if resume:
         state = new_state()
-        state.update(restore_checkpoint(run.latest, adapter.model, adapter.optimizer, device, adapter.ema))
+        saved = restore_checkpoint(run.latest, adapter.model, adapter.optimizer, device, adapter.ema, adapter.scaler)
+        state.update(saved)
+        check_world_size(state["world_size"], world, run.path)
+        if "best_written" not in saved:  # written by 0.3.0
+            state["best_written"] = run.best.is_file()
         run.log(f"resuming {run.path} at epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, "
                 f"step {state['step']} (best dev {state['best_score']:.2f})")
         return state
     run.log(f"cn3 {cn3.__version__}: training {what} into {run.path}")
-    return new_state()
+    return new_state(world)
 
 
 def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict, model_args: dict,
-             state: dict) -> dict:
+             state: dict, world: World = SINGLE) -> dict:
     """Train until ``epochs``, ``max_steps`` or ``patience`` ends it; returns the adapter's final report
     (after which ``curves.png`` is drawn).
 
     ``state`` is :func:`new_state` or a resumed one. Ctrl-C (or SIGTERM) writes ``latest.pt`` and
-    re-raises ``KeyboardInterrupt``.
+    re-raises ``KeyboardInterrupt``. Under torchrun (``world``, :mod:`cn3.distributed`) each rank
+    trains on its share of every batch, rank 0 alone evaluates and writes, and the other ranks
+    return ``{}``.
     """
-    model, optimizer = adapter.model, adapter.optimizer
-    scalars = Scalars(t, run)
+    model, optimizer, scaler = adapter.model, adapter.optimizer, adapter.scaler
+    scalars = Scalars(t, run) if world.main else Scalars(LoopConfig(), run)
 
     def checkpoint(path: Path) -> None:
+        if not world.main:
+            return
         full = path == run.latest
         atomic_torch_save(path, {
             "cn3_version": cn3.__version__, "config": config_dict, "model_args": model_args,
             "model": adapter.evaluated.state_dict(),
             "optimizer": optimizer.state_dict() if full else None,
+            "scaler": scaler.state_dict() if full and scaler is not None else None,
             "rng": rng_state() if full else None, "state": dict(state), **adapter.checkpoint_extra(full)})
 
     def elapsed() -> float:
@@ -246,8 +272,14 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         return state["seconds"]
 
     def evaluate(epoch: int, train_loss: float, bar, final: bool = False) -> None:
-        """A dev evaluation. ``final``: a stop before any evaluation wrote ``best.pt``; it writes
-        one without counting for patience (the state stays that of the uninterrupted run)."""
+        """A dev evaluation (by rank 0, whose state the other ranks then take). ``final``: a stop
+        before any evaluation wrote ``best.pt``; it writes one without counting for patience (the
+        state stays that of the uninterrupted run)."""
+        if world.main:
+            dev_evaluation(epoch, train_loss, bar, final)
+        state.update(world.broadcast(state))
+
+    def dev_evaluation(epoch: int, train_loss: float, bar, final: bool) -> None:
         score, fields, text = adapter.evaluate(bar)
         model.train()
         record = {"epoch": epoch, "batch": state["batch_in_epoch"], "step": state["step"],
@@ -255,7 +287,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                   "seconds": round(elapsed(), 1)}
         if final:
             record["stop"] = True
-            improved = not run.best.is_file()
+            improved = not state["best_written"]
         else:
             improved = score > state["best_score"]
             if improved:
@@ -264,6 +296,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                 state["bad_evals"] += 1
         state["eval_due"] = False
         if improved:
+            state["best_written"] = True
             checkpoint(run.best)
         run.append_metrics(record)
         scalars.dev(state["step"], fields)
@@ -276,6 +309,17 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
             return True
         return False
 
+    def loss_weight(weight: float):
+        """What the adapter multiplies the loss by: ``weight``, times the loss scale under fp16."""
+        if scaler is None:
+            return weight
+        return scaler.scale(torch.tensor(weight, device=adapter.device))
+
+    def mean_over_ranks(loss_sum: float, count: int) -> float:
+        """The running train loss over every rank's share of the batches since the epoch began."""
+        total, n = world.sum(loss_sum, count)
+        return total / max(n, 1)
+
     start_time = time.perf_counter() - state["seconds"]
     stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
     previous_sigterm = sigterm_as_interrupt()
@@ -283,7 +327,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         with progress(transient=False) as bar:
             while state["epoch"] < t.epochs and not stopped:
                 epoch = state["epoch"]
-                batches = adapter.batches(epoch)
+                batches = adapter.batches(epoch)  # global batches: each rank trains on its share
                 eval_points = {round(len(batches) * (k + 1) / t.evals_per_epoch) for k in range(t.evals_per_epoch)}
                 task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
                                     completed=state["batch_in_epoch"], rate="")
@@ -299,33 +343,49 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     if stopped:
                         break
                     optimizer.zero_grad(set_to_none=True)
-                    batch_loss, n = adapter.train_step(batches[b])
+                    if world.active:
+                        seed_everything(step_seed(t.seed, world.rank, state["step"] + 1))
+                        own, real = world.share(batches[b])
+                        weight = world.size * adapter.count(own) / adapter.count(batches[b]) if real else 0.0
+                        batch_loss, n = adapter.train_step(own, loss_weight(weight))
+                        if not real:
+                            batch_loss, n = 0.0, 0
+                        world.average_gradients(model)
+                    else:
+                        batch_loss, n = adapter.train_step(batches[b], loss_weight(1.0))
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)  # clip the true gradients
                     if t.clip:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
                     lr = adapter.lr(state["step"] + 1, epoch)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    optimizer.step()
+                    if scaler is None:
+                        optimizer.step()
+                    else:  # skipped when a gradient is inf/NaN; the scale then backs off
+                        scaler.step(optimizer)
+                        scaler.update()
                     adapter.after_update()
                     state["step"] += 1
                     state["batch_in_epoch"] = b + 1
                     loss_sum += batch_loss
                     count += n
-                    rate = f"loss {loss_sum / count:.3f} lr {lr:.2e} {count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s"
+                    rate = f"loss {loss_sum / max(count, 1):.3f} lr {lr:.2e} {count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s"
                     bar.update(task, completed=b + 1, rate=rate)
                     log_due = t.log_every and state["step"] % t.log_every == 0
                     if log_due:
                         run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
                     if log_due or b + 1 in eval_points:
-                        scalars.train(state["step"], loss_sum / count, lr)
+                        scalars.train(state["step"], loss_sum / max(count, 1), lr)
                     if b + 1 in eval_points:
-                        state.update(eval_due=True, eval_train_loss=loss_sum / count)
-                        evaluate(epoch + 1, loss_sum / count, bar)
+                        state["eval_due"] = True  # before any collective that a lost rank could break
+                        state["eval_train_loss"] = train_loss = mean_over_ranks(loss_sum, count)
+                        evaluate(epoch + 1, train_loss, bar)
                         stopped = patience_exhausted()
                     if t.max_steps and state["step"] >= t.max_steps and not stopped:
                         stopped = True
-                        if not run.best.is_file():
-                            evaluate(epoch + 1, loss_sum / count, bar, final=True)
+                        if not state["best_written"]:
+                            evaluate(epoch + 1, mean_over_ranks(loss_sum, count), bar, final=True)
                         run.log(f"stopped at train.max_steps={t.max_steps} (epoch {epoch + 1}, batch "
                                 f"{b + 1}/{len(batches)})")
                     due = stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0)
@@ -347,8 +407,10 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         scalars.close()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
-    if not run.best.is_file():
+    if not state["best_written"]:
         raise ConfigError("training ended before the first evaluation: no best checkpoint")
+    if not world.main:
+        return {}
     report = adapter.report(run, state)
     draw_curves(run)
     return report

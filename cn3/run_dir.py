@@ -38,8 +38,15 @@ from data_prep.console import console
 
 
 class RunDir:
-    def __init__(self, path: str | Path):
+    """Args:
+        path: the run directory.
+        writes: ``False`` for a torchrun rank other than 0 (:mod:`cn3.distributed`): it reads the
+            run's files but creates, logs and appends nothing.
+    """
+
+    def __init__(self, path: str | Path, writes: bool = True):
         self.path = Path(path)
+        self.writes = writes
 
     config = property(lambda self: self.path / "config.yaml")
     vocab = property(lambda self: self.path / "vocab.json")
@@ -58,15 +65,21 @@ class RunDir:
                               "another --run-dir")
         if resume and not self.latest.exists():
             raise ConfigError(f"nothing to resume in {self.path} (no latest.pt)")
+        if not self.writes:
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config, yaml.safe_dump(config, sort_keys=False))
 
     def log(self, message: str) -> None:
+        if not self.writes:
+            return
         console.print(message)
         with open(self.log_file, "a", encoding="utf-8") as handle:
             handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {Text.from_markup(message).plain}\n")
 
     def append_metrics(self, record: dict) -> None:
+        if not self.writes:
+            return
         with open(self.metrics, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 

@@ -17,6 +17,7 @@ import yaml
 from cn3.averaging import load_ema_state
 from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
+from cn3.distributed import World, init_world
 from cn3.run_dir import RunDir
 
 
@@ -29,11 +30,29 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+#: ``train.precision`` -> the dtype of the autocast forward pass
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(device: torch.device, precision: str):
-    """The training forward pass's context for ``train.precision``: ``torch.autocast`` in bfloat16
-    on ``device``'s type for ``bf16``, a no-op for ``fp32``. Only the forward pass goes inside: the
-    backward pass follows the dtypes autocast chose."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    """The training forward pass's context for ``train.precision``: ``torch.autocast`` on
+    ``device``'s type in bfloat16 (``bf16``) or float16 (``fp16``), a no-op for ``fp32``. Only the
+    forward pass goes inside: the backward pass follows the dtypes autocast chose."""
+    dtype = AUTOCAST_DTYPES.get(precision)
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+#: Where ``train.precision=fp16`` is offered. torch autocasts to float16 on CPU too, but oneDNN has
+#: no float16 LSTM (CN3's context layer fails), and bf16 is the faster CPU choice anyway. (Tests add
+#: "cpu" to run the loss-scaling path on LSTM-free models.)
+FP16_DEVICE_TYPES = {"cuda"}
+
+
+def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """The loss scaler of an ``fp16`` run (float16's 5-bit exponent underflows small gradients
+    unless the loss is scaled up first; steps with inf/NaN gradients are skipped and the scale
+    backs off); ``None`` otherwise. Its state goes into ``latest.pt``, so resume stays exact."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
 def seed_everything(seed: int) -> None:
@@ -56,8 +75,10 @@ def set_rng_state(state: dict) -> None:
 
 
 def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       device: torch.device, ema: torch.nn.Module | None = None) -> dict:
-    """Load a ``latest.pt`` for ``--resume``: weights, optimiser, weight average and every RNG stream.
+                       device: torch.device, ema: torch.nn.Module | None = None,
+                       scaler: torch.amp.GradScaler | None = None) -> dict:
+    """Load a ``latest.pt`` for ``--resume``: weights, optimiser, weight average, loss scaler and
+    every RNG stream.
 
     Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
     """
@@ -65,6 +86,8 @@ def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Opti
     check_resumable(ckpt.get("cn3_version"), path)
     load_ema_state(ckpt, ema, model)
     optimizer.load_state_dict(ckpt["optimizer"])
+    if scaler is not None:
+        scaler.load_state_dict(ckpt["scaler"])
     set_rng_state(ckpt["rng"])
     return ckpt["state"]
 
@@ -91,13 +114,18 @@ def check_resume_config(saved: dict, new: dict, resumable: set[tuple[str, str]])
 
 
 def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
-             resumable: set[tuple[str, str]]) -> tuple[torch.device, RunDir, dict]:
-    """What both trainers do first: the device, torch's thread count, the run directory and the
-    config as a dict, checked against the run's own config when resuming."""
+             resumable: set[tuple[str, str]]) -> tuple[torch.device, RunDir, dict, World]:
+    """What both trainers do first: the device, torch's thread count, the run directory, the
+    config as a dict (checked against the run's own config when resuming) and, under torchrun,
+    the process group (:mod:`cn3.distributed`; rank 0's run directory alone writes)."""
     device = resolve_device(device_name)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    run = RunDir(run_path)
+    if cfg.train.precision == "fp16" and device.type not in FP16_DEVICE_TYPES:
+        raise ConfigError(f"train.precision=fp16 needs a CUDA device (this run is on {device.type}); "
+                          "use train.precision=bf16 on CPU")
+    world, device = init_world(device)
+    run = RunDir(run_path, writes=world.main)
     config_dict = to_dict(cfg)
     if resume and run.config.exists():
         # read back through the dataclasses: a key added to the config since the run started takes its
@@ -108,7 +136,7 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
             raise ConfigError(f"cannot resume {run.path}: its config.yaml does not fit this cn3 ({err}); it was "
                               "probably written by another release; evaluate it as it is, or start a new run") from None
         check_resume_config(saved, config_dict, resumable)
-    return device, run, config_dict
+    return device, run, config_dict, world
 
 
 def sigterm_as_interrupt():

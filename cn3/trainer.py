@@ -18,12 +18,13 @@ from cn3.batching import item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
+from cn3.distributed import World, shutdown
 from cn3.loop import RESUMABLE_CHANGES, check_tensorboard, make_optimizer, run_loop, start
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, open_run, seed_everything
+from cn3.runtime import autocast, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console
 
@@ -142,6 +143,7 @@ class SentenceTask:
         self.model = SentenceGraphModel(cfg.model, self.args, ds.embeddings).to(device)
         self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay)
         self.ema = make_ema(self.model, t.ema)
+        self.scaler = make_scaler(t.precision, device)
         self.evaluated = self.ema.module if self.ema is not None else self.model
         # after make_ema: the average's copy of the model must not carry the adversary's hook
         self.adversary = (EmbeddingAdversary(self.model.nodes.word, t.adversarial) if t.adversarial else None)
@@ -153,19 +155,26 @@ class SentenceTask:
         return bucketed_batches(self.lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
                                 max_tokens=t.max_tokens or None)
 
-    def train_step(self, indices) -> tuple[float, int]:
+    def count(self, indices) -> int:
+        return len(indices)  # the loss is a mean over items
+
+    def train_step(self, indices, weight=1.0) -> tuple[float, int]:
         batch = make_batch(self.train_set, indices).to(self.device)
+        losses = []
 
         def forward():
             with autocast(self.device, self.cfg.train.precision):
-                return self.model(batch)
+                out = self.model(batch)
+            losses.append(out.loss.detach())
+            # weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
+            out.loss = out.loss * weight
+            return out
 
         if self.adversary is None:
-            out = forward()
-            out.loss.backward()
+            forward().loss.backward()
         else:
-            out = self.adversary.backward(forward)
-        return out.loss.item() * len(batch), len(batch)
+            self.adversary.backward(forward)
+        return losses[0].item() * len(batch), len(batch)  # the clean loss
 
     def lr(self, step: int, epoch: int) -> float:
         t = self.cfg.train
@@ -195,16 +204,29 @@ class SentenceTask:
 
 def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
-    """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``).
+    """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``; under
+    torchrun, on rank 0, the other ranks return ``{}``).
 
     ``command``: the command line that started the run, recorded in ``results.json``.
     """
+    check_tensorboard(cfg.train)
+    device, run, config_dict, world = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
+    try:
+        return _train(cfg, run, config_dict, world, resume, device, command)
+    finally:
+        shutdown(world)
+
+
+def _train(cfg: RunConfig, run: RunDir, config_dict: dict, world: World, resume: bool, device: torch.device,
+           command: str | None) -> dict:
     from data_prep.dataset import load_prepared
 
-    check_tensorboard(cfg.train)
-    device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     given = cfg.data.prepared
+    if not world.main:
+        world.barrier()  # rank 0 prepares the data, the others then find it up to date
     prepared = given if given and (Path(given) / "manifest.json").is_file() else ensure_prepared(cfg)
+    if world.main:
+        world.barrier()
     ds = load_prepared(prepared)
     if cfg.data.limit:
         ds.splits = {name: split.spread(cfg.data.limit) for name, split in ds.splits.items()}
@@ -212,11 +234,14 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
         raise ConfigError(f"{prepared} needs train and dev splits to train")
     run.create(config_dict, resume)
     vocab_dict = {k: v.to_dict() for k, v in ds.vocabs.items()}
-    atomic_write_json(run.vocab, vocab_dict)
+    if run.writes:
+        atomic_write_json(run.vocab, vocab_dict)
     task = SentenceTask(cfg, ds, device, vocab_dict, command)
+    processes = f", {world.size} processes" if world.active else ""
     state = start(task, run, resume, device, f"{cfg.model.encoder} on {ds.manifest['task']} "
-                                             f"({task.model.n_parameters():,} parameters, device {device})")
-    return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state)
+                                             f"({task.model.n_parameters():,} parameters, device {device}{processes})",
+                  world)
+    return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state, world)
 
 
 def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:
@@ -233,7 +258,8 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | 
     results = {"task": task, "encoder": cfg.model.encoder, "seed": cfg.train.seed,
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
                "seconds": round(state["seconds"], 1), "device": str(device), "command": command,
-               "threads": torch.get_num_threads(), "scores": {}, "predictions": {}}
+               "threads": torch.get_num_threads(), "processes": state.get("world_size", 1),
+               "scores": {}, "predictions": {}}
     for split in ("dev", "test"):
         if split in ds.splits:
             gold, pred = gold_and_predictions(loaded.model, ds.splits[split], labels, ds.level, device,

@@ -64,11 +64,14 @@ def test_snli_pairs_learn(prepared, tmp_path):
 
 
 @pytest.mark.parametrize("ema, adversarial, precision", [(0.0, 0.0, "fp32"), (0.9, 0.0, "fp32"), (0.0, 0.05, "fp32"),
-                                                         (0.0, 0.0, "bf16")])
-def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversarial, precision):
+                                                         (0.0, 0.0, "bf16"), (0.0, 0.05, "fp16")])
+def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch, ema, adversarial, precision):
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}",
               f"train.adversarial={adversarial}", f"train.precision={precision}"]
+    if precision == "fp16":  # the loss scaler's path on CPU: a CNN context (oneDNN has no float16 LSTM)
+        monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
+        common.append("model.context=cnn")
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)
     with pytest.raises(ConfigError, match="--resume"):
@@ -79,8 +82,16 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, ema, adversa
     b = torch.load(tmp_path / "b" / "latest.pt", weights_only=False)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert (a["raw_model"] is None) == (ema == 0.0) and a["ema_updates"] == b["ema_updates"]
+    assert (a["scaler"] is None) == (precision != "fp16")  # fp16's loss scale resumes with the run
+    if precision == "fp16":
+        assert a["scaler"] == b["scaler"]
     if ema:
         assert all(torch.equal(a["raw_model"][k], b["raw_model"][k]) for k in a["raw_model"])
+
+
+def test_fp16_on_cpu_is_refused_with_the_way_out(prepared, tmp_path):
+    with pytest.raises(ConfigError, match="fp16 needs a CUDA device.*use train.precision=bf16"):
+        run("trec", prepared("trec", "none", embeddings=False), tmp_path / "r", ["train.precision=fp16"])
 
 
 def test_bf16_trains_in_bfloat16_and_keeps_fp32_weights(prepared, tmp_path):

@@ -33,6 +33,7 @@ import torch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
+from cn3.distributed import World, shutdown
 from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
 from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
 from cn3.nmt.config import NMTConfig, config_from_dict
@@ -40,7 +41,7 @@ from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, lo
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, open_run, seed_everything
+from cn3.runtime import autocast, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
 from data_prep.console import console, progress
 
@@ -144,8 +145,10 @@ def validation_loss(model: Seq2Seq, data: EncodedPairs, max_tokens: int, smoothi
 
 
 
-def _tokenizer(run: RunDir, cfg: NMTConfig, train_pairs, resume: bool) -> Tokenizer:
-    if resume:
+def _tokenizer(run: RunDir, cfg: NMTConfig, train_pairs, read_back: bool) -> Tokenizer:
+    """Train the subword model and write it into the run, or (``read_back``: resuming, or a torchrun
+    rank other than 0) read the run's."""
+    if read_back:
         tok = Tokenizer.from_dir(run.path)
         if tok is None:
             raise ConfigError(f"cannot resume: {run.path} has no subword model (spm.*.model)")
@@ -179,6 +182,7 @@ class TranslationTask:
         self.args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
         self.model = self.evaluated = Seq2Seq(cfg.model, self.args).to(device)
         self.ema = None
+        self.scaler = make_scaler(t.precision, device)
         self.optimizer = make_optimizer(self.model, "adam", t.lr, t.l2, betas=(0.9, 0.98), eps=1e-9)
         self.lengths = token_lengths(train_data)
 
@@ -187,12 +191,16 @@ class TranslationTask:
         return bucketed_batches(self.lengths, 0, shuffle=True, seed=t.seed * 100_003 + epoch,
                                 max_tokens=t.max_tokens, pool=0)
 
-    def train_step(self, indices) -> tuple[float, int]:
+    def count(self, indices) -> int:
+        return sum(len(self.train_data.tgt[i]) + 1 for i in indices)  # target tokens with </s>: Batch.tokens
+
+    def train_step(self, indices, weight=1.0) -> tuple[float, int]:
         batch = make_batch(self.train_data, indices).to(self.device)
         with autocast(self.device, self.cfg.train.precision):
             logits = self.model(batch.src, batch.tgt_in)
         loss, _ = self.model.loss(logits.float(), batch.tgt_out, self.cfg.train.label_smoothing)
-        (loss / batch.tokens).backward()  # per target token
+        # per target token; weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
+        (loss * (weight / batch.tokens)).backward()
         return float(loss.detach()), batch.tokens
 
     def lr(self, step: int, epoch: int) -> float:
@@ -226,23 +234,35 @@ class TranslationTask:
 def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_name: str = "auto") -> dict:
     """Train ``cfg`` into ``run_path``; returns the final results (also in ``results.json``)."""
     check_tensorboard(cfg.train)
-    device, run, config_dict = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
+    device, run, config_dict, world = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
+    try:
+        return _train(cfg, run, config_dict, world, resume, device)
+    finally:
+        shutdown(world)
+
+
+def _train(cfg: NMTConfig, run: RunDir, config_dict: dict, world: World, resume: bool, device: torch.device) -> dict:
     t = cfg.train
     final_splits(t.final_splits, cfg.data.corpus)  # a typo fails now, not after training
     train_pairs = load_split(cfg.data, "train", t.seed)
     val_pairs = load_split(cfg.data, "val", t.seed)
     run.create(config_dict, resume)
-    tok = _tokenizer(run, cfg, train_pairs, resume)
+    if not world.main:
+        world.barrier()  # rank 0 trains the subword model (or finds it), the others read it
+    tok = _tokenizer(run, cfg, train_pairs, resume or not world.main)
+    if world.main:
+        world.barrier()
     train_data = encode_pairs(tok, train_pairs, cfg.data.max_len)
     val_data = encode_pairs(tok, val_pairs, cfg.data.max_len)
     if not len(train_data):
         raise ConfigError(f"no training pair is within data.max_len={cfg.data.max_len} subwords")
     task = TranslationTask(cfg, tok, train_data, val_data, val_pairs, device)
+    processes = f" × {world.size} processes" if world.active else ""
     state = start(task, run, resume, device,
                   f"nmt/{cfg.model.encoder} on {_corpus_name(cfg)} ({len(train_data):,} pairs, {train_data.skipped:,} "
                   f"skipped by length; {len(val_pairs):,} dev pairs; vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; "
-                  f"{task.model.n_parameters():,} parameters; device {device})")
-    return run_loop(task, t, run, config_dict, task.args.__dict__, state)
+                  f"{task.model.n_parameters():,} parameters; device {device}{processes})", world)
+    return run_loop(task, t, run, config_dict, task.args.__dict__, state, world)
 
 
 def _corpus_name(cfg: NMTConfig) -> str:
@@ -264,7 +284,7 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
     results = {"corpus": _corpus_name(cfg), "encoder": cfg.model.encoder, "seed": t.seed,
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
                "best_epoch": state["best_epoch"], "seconds": round(state["seconds"], 1), "beam": t.final_beam,
-               "alpha": t.alpha, "scores": {}, "predictions": {}}
+               "alpha": t.alpha, "processes": state.get("world_size", 1), "scores": {}, "predictions": {}}
     for name in final_splits(t.final_splits, cfg.data.corpus):
         try:
             pairs = load_split(cfg.data, name, t.seed)
