@@ -98,6 +98,8 @@ class RecurrentSANEncoder(nn.Module):
             h_rnn = self.rnn(F.dropout(h_san, self.dropout, self.training), mask)
         top = h_rnn if self.order == "san_first" else h_san
         h = h_rnn + h_san if self.shortcut else top  # H = H_rnn + H_san
+        if not self.training:  # the two stacks' outputs, for probing them apart (cn3 probe; Hao et al. Table 3)
+            info = {**info, "h_rnn": h_rnn, "h_san": h_san}
         return h.masked_fill(~mask.unsqueeze(-1), 0.0), info
 
 

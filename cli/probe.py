@@ -1,0 +1,119 @@
+"""``cn3 probe``: what a trained run's frozen sentence vectors encode (Conneau et al.'s probing tasks)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from cli.errors import user_errors
+from cli.train import Device
+from data_prep.console import console
+
+
+class Classifier(str, Enum):
+    logistic = "logistic"
+    mlp = "mlp"
+
+
+def probe_command(
+    run: Path = typer.Argument(..., help="A run directory of `cn3 train` (sentence vectors) or `cn3 nmt train` "
+                               "(the source encoder)."),
+    tasks: str = typer.Option("all", "--tasks", "-t", help="Comma-separated probing tasks (probe_tense,sentlen: "
+                              "the probe_ prefix may be left out) or all."),
+    layer: int = typer.Option(None, "--layer", "-l", help="Probe this layer (1-based) of the encoder's "
+                              "self-attention stack instead of the final output."),
+    split_features: bool = typer.Option(True, "--split-features/--no-split-features", help="onlstm_san/lstm_san: "
+                                        "also probe the recurrent and the self-attention stacks' outputs apart "
+                                        "(H_onlstm, H_san; Hao et al. Table 3)."),
+    classifier: Classifier = typer.Option(Classifier.logistic, "--classifier", help="logistic: L2 logistic "
+                                          "regression, C chosen on dev from 2^-2..2^4; mlp: one hidden layer of 50, "
+                                          "L2 alpha chosen on dev from 1..1e-4."),
+    out: Path = typer.Option(None, "--out", "-o", file_okay=False, help="Write DIR/probe.json (default: RUN/probe)."),
+    limit: int = typer.Option(None, "--limit", "-n", min=2, help="At most this many items per split, evenly "
+                              "spread (quick looks; the numbers are then not comparable)."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the classifiers."),
+    batch_size: int = typer.Option(128, "--batch-size", min=1),
+    data: Path = typer.Option(None, "--data", help="Data root holding the probing tasks' treebanks "
+                              "(default: $CN3_DATA, else ../shared/data)."),
+    embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help="Sentence runs: the "
+                                    "vectors file the run was trained with, when it has moved (checked by sha256)."),
+    no_vectors: bool = typer.Option(False, "--no-vectors", help="Sentence runs: read words outside the run's "
+                                    "vocabulary as <unk> instead of looking up their pretrained vectors."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Probe a run's frozen encoder: test accuracy of a classifier on its sentence vectors, per task and group.
+
+    Each probing sentence (Conneau et al. 2018, rebuilt from UD EWT and the PTB sample: `cn3 tasks
+    probe_sentlen`) is encoded by the run, never trained further: a sentence run gives the vector its
+    head sees, a translation run the mean of its final encoder states over the subwords of the
+    detokenized sentence; onlstm_san/lstm_san also H_onlstm and H_san apart. A classifier on
+    standardized features is fit on train for each regularization strength, the best on dev is
+    scored on test. Groups: surface (SentLen, WC), syntactic (BShift, TreeDepth, TopConst),
+    semantic (Tense, SubjNum, ObjNum, SOMO, CoordInv). The majority-class baseline is train's most
+    frequent label on test.
+
+    Examples:
+
+        cn3 probe runs/trec-cn3-seed1
+
+        cn3 probe runs/nmt-onlstm_san --tasks sentlen,treedepth,topconst --out probes/onlstm_san
+    """
+    from cn3.probe import open_run, parse_tasks, run_probe
+    from cn3.runtime import resolve_device
+    from data_prep.atomic import atomic_write_json
+    from data_prep.console import progress
+    from data_prep.paths import data_root
+
+    with user_errors():
+        names = parse_tasks(tasks)
+        root = data_root(data)
+        dev = resolve_device(device.value)
+        features = open_run(run, dev, layer, split_features, batch_size, embeddings, not no_vectors)
+        with progress() as bar:
+            result = run_probe(features, str(run), names, root, classifier.value, seed, limit, bar)
+    record = result.record()
+    console.print(f"[bold]probing[/] {run} ({features.encoder}, trained on {features.task}; "
+                  f"{classifier.value} classifier)", soft_wrap=True, markup=True, highlight=False)
+    for name, what in features.feature_sets.items():
+        console.print(f"  {name}: {what}", soft_wrap=True, markup=False)
+    for note in features.notes:
+        console.print(f"note: {note}", soft_wrap=True, markup=False)
+    annotation = next((t["annotation"] for t in record["tasks"] if "annotation" in t), None)
+    if annotation:
+        console.print(f"annotation of the probing sentences: {annotation}", soft_wrap=True, markup=False)
+    console.print(probe_table(record))
+    directory = out if out is not None else run / "probe"
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(directory / "probe.json", record)
+    console.print(f"wrote {directory / 'probe.json'}", markup=False)
+
+
+def probe_table(record: dict):
+    """Tasks (rows: sizes, majority baseline, chosen regularization, test accuracy per feature set),
+    then the group means."""
+    from rich.table import Table
+
+    sets = list(record["feature_sets"])
+    param = "C" if record["classifier"] == "logistic" else "alpha"
+    table = Table(title=f"probing: test accuracy ({record['classifier']}, {param} chosen on dev)")
+    for col in ("task", "group", "train/dev/test", "majority"):
+        table.add_column(col, justify="left" if col in ("task", "group") else "right")
+    for name in sets:
+        table.add_column(f"{name} ({param})", justify="right")
+    for t in record["tasks"]:
+        n = t["n"]
+        cells = [f"{f['test_accuracy']:.1%} ({f['chosen']:g})" + ("" if f["converged"] else " *")
+                 for f in (t["features"][name] for name in sets)]
+        table.add_row(t["task"].removeprefix("probe_"), t["group"], f"{n['train']:,}/{n['dev']:,}/{n['test']:,}",
+                      f"{t['majority']['accuracy']:.1%}", *cells)
+    groups = record["groups"]
+    if groups:
+        table.add_section()
+        for group, g in groups.items():
+            table.add_row(f"mean of {len(g['tasks'])}", group, "", f"{g['majority']:.1%}",
+                          *(f"{g['test_accuracy'][name]:.1%}" for name in sets))
+    if any(not f["converged"] for t in record["tasks"] for f in t["features"].values()):
+        table.caption = "* the classifier stopped before converging for some regularization value"
+    return table
