@@ -13,7 +13,7 @@ from typing import Literal
 
 from cn3.config import ConfigError
 from cn3.loop import LoopConfig
-from cn3.encoders.options import CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
+from cn3.encoders.options import CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions, check_cn3_options
 
 
 @dataclass
@@ -57,6 +57,17 @@ class ModelConfig:
     * ``+POS``: ``pos_dim > 0``; ``+char``: ``char: cnn``; ``+char+Spell``: also ``spell_dim > 0``;
     * ``Dep``: ``edge_attrs: true`` (dependency relation and direction as ``e_ik``).
 
+    Beyond the paper (issue 17: CN3's learned graphs are stars), all off by default:
+
+    * ``energy_heads``: ``H`` energy heads per CN3 layer, each with ``energy_dim / H`` rows of ``W``,
+      its own ``u``, its own softmax, and the ``h``-th of ``H`` slices of the node states as messages
+      (the cost of one head of ``energy_dim``); ``info["alphas"]`` holds the mean over the heads,
+      ``info["head_alphas"]`` each head's. Must divide ``energy_dim`` and ``2 * hidden``. cn3 only.
+    * ``relative_positions``: ``C > 0`` adds ``clip(k - i, -C, C)`` to CN3's edge attribute ``e_ik``
+      (folded into the edge type with the dependency type when ``edge_attrs`` is on). cn3 only.
+    * ``position_dim``: embeds each word's position in its sentence (``min(i, 100)``) as a node
+      attribute, like ``pos_dim``: it joins ``x`` for every encoder and ``v`` for CN3's energy.
+
     The baselines are other encoders behind the same heads and trainer: ``nbow``, ``cnn``, ``rnn``,
     ``lstm``, ``treelstm``, ``pdgraph``, ``selfatt1``, ``selfatt2``, ``transformer`` (SelfAtt3),
     ``hybrid``/``local`` (Xu et al.), ``onlstm``, ``onlstm_san``/``lstm_san`` (Hao et al.).
@@ -93,6 +104,9 @@ class ModelConfig:
     energy_dim: int = 100
     edge_attrs: bool = False
     edge_dim: int = 32
+    energy_heads: int = 1
+    relative_positions: int = 0
+    position_dim: int = 0
     heads: int = 4
     ff: int = 0
     attention_dropout: float = 0.1
@@ -119,6 +133,15 @@ class ModelConfig:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
         if self.graph_layers is not None and self.graph_layers < 1:
             raise ConfigError(f"model.graph_layers must be >= 1, got {self.graph_layers}")
+        if self.position_dim < 0:
+            raise ConfigError(f"model.position_dim must be >= 0 (0 = off), got {self.position_dim}")
+        check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions)
+        if self.encoder != "cn3" and (self.energy_heads != 1 or self.relative_positions):
+            raise ConfigError(f"model.energy_heads and model.relative_positions configure the cn3 encoder's "
+                              f"energy; model.encoder is '{self.encoder}' (leave them at 1 and 0)")
+        if self.context != "none" and (2 * self.hidden) % self.energy_heads:
+            raise ConfigError(f"model.energy_heads ({self.energy_heads}) must divide the model width "
+                              f"2 * model.hidden ({2 * self.hidden}): each head attends over a slice of it")
 
     @property
     def layers(self) -> int:

@@ -6,6 +6,10 @@ The paper's Table 3 variants are settings: ``+POS``/``+char``/``+char+Spell`` fe
 ``v`` (built by the node encoder), ``Dep`` (``model.edge_attrs``) feeds the dependency relation and
 direction as ``e_ik`` and needs trees. On translation there are no word attributes and no trees:
 CN3 runs on the subword states alone (``attr_dim = 0``, no edge attributes).
+
+Beyond the paper (issue 17, the learned graphs are stars), off by default: ``energy_heads`` energy
+heads per layer and ``relative_positions`` (the clipped offset ``k - i`` folded into the edge type),
+on every task level; absolute position as a node attribute is the node encoder's ``position_dim``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from cn3.config import ConfigError
+from cn3.encoders.options import check_cn3_options
 from cn3.encoders.registry import EncoderArgs, register
 from cn3.layers import DynamicGraphEncoder
 from cn3.layers.context import BiLSTMContext, CNNContext
@@ -31,14 +36,21 @@ class CN3Encoder(nn.Module):
         energy_dim, edge_dim: see :class:`cn3.layers.DynamicGraphLayer`.
         dropout: inside a multi-layer context.
         init_range: every parameter ``U(-r, r)`` (the paper: 0.1).
+        energy_heads: energy heads per layer (1 = the paper); must divide ``energy_dim`` and the
+            node state width.
+        relative_positions: clip ``C`` of the relative position edge attribute (0 = off); see
+            :class:`cn3.layers.DynamicGraphEncoder`.
 
     Shapes: ``x (B, N, in_dim)``, ``mask (B, N)``, ``v (B, N, attr_dim)``, ``edge_type (B, N, N)`` ->
-    ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``.
+    ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``;
+    with ``energy_heads > 1`` the alphas are the mean over the heads, and ``info["head_alphas"]`` holds
+    each head's, ``[(B, H, N, N)] * layers``.
     """
 
     def __init__(self, in_dim: int, d: int, layers: int, attr_dim: int = 0, n_edge_types: int = 0,
                  context: str = "lstm", context_layers: int = 1, energy_dim: int = 100, edge_dim: int = 32,
-                 dropout: float = 0.0, init_range: float = 0.1):
+                 dropout: float = 0.0, init_range: float = 0.1, energy_heads: int = 1,
+                 relative_positions: int = 0):
         super().__init__()
         if context == "lstm":
             self.context = BiLSTMContext(in_dim, d // 2, context_layers, dropout)
@@ -47,8 +59,15 @@ class CN3Encoder(nn.Module):
         else:
             self.context = None
         hidden = self.context.out_dim if self.context is not None else in_dim
+        check_cn3_options(energy_dim, energy_heads, relative_positions)
+        if hidden % energy_heads:
+            raise ConfigError(f"energy_heads ({energy_heads}) must divide the CN3 node state width ({hidden}; "
+                              "sentence tasks: 2 * model.hidden, or the node vector's width with context: none): "
+                              "each head attends over width / energy_heads of the states")
+        self.energy_heads = energy_heads
         self.graph = DynamicGraphEncoder(num_layers=layers, hidden=hidden, attr_dim=attr_dim,
-                                         n_edge_types=n_edge_types, edge_dim=edge_dim, energy_dim=energy_dim)
+                                         n_edge_types=n_edge_types, edge_dim=edge_dim, energy_dim=energy_dim,
+                                         energy_heads=energy_heads, relative_positions=relative_positions)
         self.out_dim, self.attr_dim, self.edge_attrs = hidden, attr_dim, n_edge_types > 0
         self.init_range = init_range
         self.reset_parameters()
@@ -61,12 +80,16 @@ class CN3Encoder(nn.Module):
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
         h = self.context(x, mask) if self.context is not None else x  # (B, N, d)
-        h, alphas, gates = self.graph(h, mask, v if self.attr_dim else None,
-                                      edge_type if self.edge_attrs else None)
-        return h, {"alphas": alphas, "gates": gates}
+        v, edge_type = v if self.attr_dim else None, edge_type if self.edge_attrs else None
+        if self.energy_heads == 1:
+            h, alphas, gates = self.graph(h, mask, v, edge_type)
+            return h, {"alphas": alphas, "gates": gates}
+        h, head_alphas, gates = self.graph(h, mask, v, edge_type, per_head=True)  # [(B, H, N, N)] * L
+        return h, {"alphas": [a.mean(dim=1) for a in head_alphas], "gates": gates, "head_alphas": head_alphas}
 
 
-@register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options)",
+@register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options; beyond the paper: "
+                 "energy_heads, relative_positions, position_dim)",
           uses_attrs=True, paper_uniform_init=True)
 def _cn3(a: EncoderArgs) -> nn.Module:
     c = a.cn3
@@ -74,4 +97,5 @@ def _cn3(a: EncoderArgs) -> nn.Module:
         raise ConfigError("model.edge_attrs (CN3-Dep) needs dependency trees: prepare the task with an annotator "
                           "that parses (gold trees, spacy or stanza)")
     return CN3Encoder(a.in_dim, a.d, a.layers, a.attr_dim, a.n_edge_types if c.edge_attrs else 0, c.context,
-                      c.context_layers, c.energy_dim, c.edge_dim, a.dropout, c.init_range)
+                      c.context_layers, c.energy_dim, c.edge_dim, a.dropout, c.init_range, c.energy_heads,
+                      c.relative_positions)

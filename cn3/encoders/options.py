@@ -109,6 +109,13 @@ class CN3Options:
     """The CN3 layer's settings when it encodes translation sources (``model.cn3`` of the NMT config;
     on sentence tasks the same settings are the flat ``model.*`` keys). See
     :class:`cn3.encoders.cn3_encoder.CN3Encoder`.
+
+    Args:
+        energy_heads: ``H`` energy heads per layer, each with ``energy_dim / H`` rows of ``W``, its own
+            ``u``, softmax and ``1/H`` slice of the node states (1 = the paper). Must divide
+            ``energy_dim`` and the model width.
+        relative_positions: ``C > 0`` adds the clipped offset ``clip(k - i, -C, C)`` to the edge
+            attribute ``e_ik`` (0 = off, the paper).
     """
 
     context: Literal["lstm", "cnn", "none"] = "lstm"
@@ -117,3 +124,19 @@ class CN3Options:
     edge_attrs: bool = False
     edge_dim: int = 32
     init_range: float = 0.1
+    energy_heads: int = 1
+    relative_positions: int = 0
+
+    def validate(self) -> None:
+        check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions, "model.cn3.")
+
+
+def check_cn3_options(energy_dim: int, energy_heads: int, relative_positions: int, prefix: str = "model.") -> None:
+    """Named ConfigErrors for the CN3 layer's energy heads and relative positions."""
+    if energy_heads < 1:
+        raise ConfigError(f"{prefix}energy_heads must be >= 1, got {energy_heads}")
+    if energy_dim % energy_heads:
+        raise ConfigError(f"{prefix}energy_dim ({energy_dim}) must be a multiple of {prefix}energy_heads "
+                          f"({energy_heads}): each head has energy_dim / energy_heads rows of W")
+    if relative_positions < 0:
+        raise ConfigError(f"{prefix}relative_positions must be >= 0 (0 = off), got {relative_positions}")

@@ -16,6 +16,21 @@ the ``[B, N, N, 2d + ...]`` concatenation never exists: the node terms are proje
 node and broadcast-added, and the edge term is one projected vector per edge type, gathered
 inside the blockwise attention (:mod:`cn3.layers.blockwise_energy`), which never keeps an
 ``(N, N)`` or larger tensor for backward.
+
+Two options beyond the paper (issue 17: the learned graphs are stars), both off by default, which
+leaves the layer above exactly as it was:
+
+* ``energy_heads = H``: ``H`` energies, each its own soft graph over its own slice of the states::
+
+      s^h_ik   = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik])     W_h: energy_dim / H rows
+      alpha^h  = softmax_k(s^h_ik)
+      h~_i     = concat_h( sum_k alpha^h_ik h_k[slice_h] )      slice_h: the h-th of H equal slices
+
+  No value projection is added, and the gate is unchanged. The energy costs what one head of
+  ``energy_dim`` rows costs; the blockwise attention keeps ``H`` weight matrices ``(B, N, N)`` for
+  backward instead of one.
+* relative positions (:class:`DynamicGraphEncoder`, ``relative_positions = C``): the clipped offset
+  ``clip(k - i, -C, C)`` joins the edge type, so ``e_ik`` also says where ``k`` lies from ``i``.
 """
 
 from __future__ import annotations
@@ -42,6 +57,13 @@ class DynamicGraphLayer(nn.Module):
         block_rows: query rows per block of the energy; None picks by size.
         init_range: every parameter is drawn from ``U(-init_range, init_range)``; the paper
             uses 0.1.
+        energy_heads: ``H`` energy heads (1 = the paper's layer). Must divide ``hidden`` and
+            ``energy_dim``. Parameter layout for ``H > 1``: head ``h`` owns rows
+            ``h*e/H : (h+1)*e/H`` of every block of ``W`` (``lin_hk``, ``lin_hi``, ``lin_vi``,
+            ``lin_vk``, ``lin_edge``: the same modules and shapes as one head) and row ``h`` of
+            ``u``, which is ``(H, e/H)`` (``(e,)`` for one head, so one-head checkpoints keep their
+            keys and shapes). The edge-type embedding ``e_ik`` is shared: it is the input, and
+            each head has its own columns of ``W`` for it.
 
     Shapes:
         - h: ``(B, N, d)``; mask: ``(B, N)`` bool, True at real nodes
@@ -49,15 +71,19 @@ class DynamicGraphLayer(nn.Module):
           (pairs that involve padding must still hold a valid type, e.g. 0)
         - returns ``h' (B, N, d)``, ``alpha (B, N, N)``, ``gate (B, N, d)``; all three are
           zero at padded nodes, and ``alpha`` is zero on padded keys. Use ``gate.mean(-1)``
-          for one number per node.
+          for one number per node. With ``H > 1`` heads ``alpha`` is the mean of the heads'
+          weights, or with ``per_head=True`` the heads' own, ``(B, H, N, N)``.
     """
 
     def __init__(self, hidden: int, attr_dim: int = 0, n_edge_types: int = 0,
                  edge_dim: int = 32, energy_dim: int = 100, block_rows: int | None = None,
-                 init_range: float = 0.1) -> None:
+                 init_range: float = 0.1, energy_heads: int = 1) -> None:
         super().__init__()
+        if energy_heads < 1 or hidden % energy_heads or energy_dim % energy_heads:
+            raise ValueError(f"energy_heads={energy_heads} must be >= 1 and divide hidden={hidden} and "
+                             f"energy_dim={energy_dim}")
         self.hidden, self.attr_dim, self.n_edge_types = hidden, attr_dim, n_edge_types
-        self.block_rows, self.init_range = block_rows, init_range
+        self.block_rows, self.init_range, self.energy_heads = block_rows, init_range, energy_heads
         # W = [W_1 | W_2 | W_3 | W_4 | W_5], one column block per part of the concatenation.
         self.lin_hk = nn.Linear(hidden, energy_dim, bias=False)  # W_1
         self.lin_hi = nn.Linear(hidden, energy_dim, bias=False)  # W_2
@@ -65,7 +91,9 @@ class DynamicGraphLayer(nn.Module):
         self.lin_vk = nn.Linear(attr_dim, energy_dim, bias=False) if attr_dim else None  # W_4
         self.edge_emb = nn.Embedding(n_edge_types, edge_dim) if n_edge_types else None
         self.lin_edge = nn.Linear(edge_dim, energy_dim, bias=False) if n_edge_types else None  # W_5
-        self.u = nn.Parameter(torch.empty(energy_dim))
+        # u_h: row h of u (H > 1); one head keeps the paper's vector
+        self.u = nn.Parameter(torch.empty(energy_dim) if energy_heads == 1
+                              else torch.empty(energy_heads, energy_dim // energy_heads))
         self.lin_gate = nn.Linear(hidden, hidden)  # W_g, b
         self.reset_parameters()
 
@@ -75,12 +103,19 @@ class DynamicGraphLayer(nn.Module):
             nn.init.uniform_(param, -self.init_range, self.init_range)
 
     def energy_weight(self) -> Tensor:
-        """The paper's single ``W``: ``(energy_dim, 2d [+ 2a] [+ edge_dim])``."""
+        """The paper's single ``W``: ``(energy_dim, 2d [+ 2a] [+ edge_dim])``; with ``H`` heads,
+        the heads' ``W_h`` stacked row-wise (rows ``h*e/H : (h+1)*e/H`` are ``W_h``)."""
         blocks = [self.lin_hk, self.lin_hi, self.lin_vi, self.lin_vk, self.lin_edge]
         return torch.cat([lin.weight for lin in blocks if lin is not None], dim=1)
 
-    def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None,
-                edge_type: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def head_weights(self) -> list[tuple[Tensor, Tensor]]:
+        """``[(W_h, u_h)]`` per head: ``W_h (energy_dim / H, 2d [+ 2a] [+ edge_dim])``, ``u_h (energy_dim / H,)``."""
+        rows = self.u.shape[-1]
+        weight, u = self.energy_weight(), self.u.view(self.energy_heads, rows)
+        return [(weight[h * rows:(h + 1) * rows], u[h]) for h in range(self.energy_heads)]
+
+    def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
+                per_head: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         self._check(v, edge_type)
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
@@ -91,17 +126,41 @@ class DynamicGraphLayer(nn.Module):
         if edge_type is not None:
             # W_5 e_t once per edge type t; gathered per pair inside the blocks
             edge_vecs = self.lin_edge(self.edge_emb.weight)  # (T, e)
-        # s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik]);  alpha_ik = softmax_k(s_ik) over real k;
-        # h~_i = sum_k alpha_ik h_k
-        context, alpha = additive_attention(query, key, self.u, h, key_mask=mask, query_mask=mask,
-                                            edge_vecs=edge_vecs, edge_type=edge_type,
-                                            block_rows=self.block_rows)  # (B, N, d), (B, N, N)
+        if self.energy_heads == 1:
+            # s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik]);  alpha_ik = softmax_k(s_ik) over real k;
+            # h~_i = sum_k alpha_ik h_k
+            context, alpha = additive_attention(query, key, self.u, h, key_mask=mask, query_mask=mask,
+                                                edge_vecs=edge_vecs, edge_type=edge_type,
+                                                block_rows=self.block_rows)  # (B, N, d), (B, N, N)
+            if per_head:
+                alpha = alpha.unsqueeze(1)  # (B, 1, N, N)
+        else:
+            context, alpha = self._heads(query, key, edge_vecs, h, mask, edge_type)  # (B, N, d), (B, H, N, N)
+            if not per_head:
+                alpha = alpha.mean(dim=1)  # (B, N, N)
         # g_i = sigmoid(W_g h_i + b)
         gate = torch.sigmoid(self.lin_gate(h))  # (B, N, d)
         # h'_i = g_i * h~_i + (1 - g_i) * h_i
         h_new = gated_mix(context, h, gate)  # (B, N, d)
         padded = ~mask.unsqueeze(-1)  # (B, N, 1)
         return h_new.masked_fill(padded, 0.0), alpha, gate.masked_fill(padded, 0.0)
+
+    def _heads(self, query: Tensor, key: Tensor, edge_vecs: Tensor | None, h: Tensor, mask: Tensor,
+               edge_type: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Head by head: ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ E^h[t_ik]])`` over rows ``slice(e)``
+        of the projections, ``alpha^h = softmax_k(s^h)``, message ``sum_k alpha^h_ik h_k[slice(d)]``."""
+        heads, rows, width = self.energy_heads, self.u.shape[-1], self.hidden // self.energy_heads
+        contexts, alphas = [], []
+        for head in range(heads):
+            e_rows, d_cols = slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width)
+            context, alpha = additive_attention(
+                query[..., e_rows].contiguous(), key[..., e_rows].contiguous(), self.u[head],
+                h[..., d_cols].contiguous(), key_mask=mask, query_mask=mask,
+                edge_vecs=None if edge_vecs is None else edge_vecs[:, e_rows].contiguous(),
+                edge_type=edge_type, block_rows=self.block_rows)  # (B, N, d/H), (B, N, N)
+            contexts.append(context)
+            alphas.append(alpha)
+        return torch.cat(contexts, dim=-1), torch.stack(alphas, dim=1)  # (B, N, d), (B, H, N, N)
 
     def _check(self, v: Tensor | None, edge_type: Tensor | None) -> None:
         if (v is not None) != bool(self.attr_dim):
@@ -112,8 +171,29 @@ class DynamicGraphLayer(nn.Module):
                              f"{'missing' if edge_type is None else 'unexpected'}")
 
     def extra_repr(self) -> str:
+        heads = f", energy_heads={self.energy_heads}" if self.energy_heads > 1 else ""
         return (f"hidden={self.hidden}, attr_dim={self.attr_dim}, "
-                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}")
+                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}{heads}")
+
+
+def relative_position_types(n: int, clip: int, device: torch.device | str | None = None) -> Tensor:
+    """``(N, N)`` long: ``clip(k - i, -C, C) + C`` at ``[i, k]``, in ``[0, 2C]``.
+
+    For ``N = 4``, ``C = 1``: ``[[1, 2, 2, 2], [0, 1, 2, 2], [0, 0, 1, 2], [0, 0, 0, 1]]``.
+    """
+    index = torch.arange(n, device=device)
+    return (index[None, :] - index[:, None]).clamp(-clip, clip) + clip
+
+
+def combined_edge_types(edge_type: Tensor | None, n: int, clip: int, batch: int,
+                        device: torch.device | str | None = None) -> Tensor:
+    """Relative position folded into the edge type: ``dep * (2C + 1) + clip(k - i, -C, C) + C``
+    (``dep = 0`` everywhere without dependency types). ``(B, N, N)`` long; every pair, padded or
+    not, holds a valid type below ``max(T, 1) * (2C + 1)`` when ``edge_type`` is in ``[0, T)``."""
+    relative = relative_position_types(n, clip, device)  # (N, N)
+    if edge_type is None:
+        return relative.expand(batch, n, n)
+    return edge_type * (2 * clip + 1) + relative  # (B, N, N)
 
 
 class DynamicGraphEncoder(nn.Module):
@@ -123,14 +203,25 @@ class DynamicGraphEncoder(nn.Module):
     Args:
         num_layers: ``L``.
         hidden: node state size ``d``.
+        relative_positions: ``C > 0`` adds the clipped relative position ``clip(k - i, -C, C)`` to
+            the edge attribute ``e_ik``: the type becomes ``dep_type * (2C + 1) + clip + C`` with
+            ``n_edge_types`` dependency types, else ``clip + C`` (computed here from ``N``; the
+            layers get ``max(n_edge_types, 1) * (2C + 1)`` types). 0 = off (the paper).
         **layer_kwargs: passed to every :class:`DynamicGraphLayer`.
 
     Shapes:
-        returns ``h (B, N, d)``, a list of ``L`` alphas ``(B, N, N)`` and ``L`` gates ``(B, N, d)``.
+        returns ``h (B, N, d)``, a list of ``L`` alphas ``(B, N, N)`` (with ``per_head=True``:
+        ``(B, H, N, N)``) and ``L`` gates ``(B, N, d)``.
     """
 
-    def __init__(self, num_layers: int, hidden: int, **layer_kwargs) -> None:
+    def __init__(self, num_layers: int, hidden: int, relative_positions: int = 0, **layer_kwargs) -> None:
         super().__init__()
+        if relative_positions < 0:
+            raise ValueError(f"relative_positions must be >= 0, got {relative_positions}")
+        self.relative_positions = relative_positions
+        self.n_dep_types = layer_kwargs.get("n_edge_types", 0)
+        if relative_positions:
+            layer_kwargs["n_edge_types"] = max(self.n_dep_types, 1) * (2 * relative_positions + 1)
         self.layers = nn.ModuleList(DynamicGraphLayer(hidden, **layer_kwargs)
                                     for _ in range(num_layers))
 
@@ -138,11 +229,21 @@ class DynamicGraphEncoder(nn.Module):
         for layer in self.layers:
             layer.reset_parameters()
 
-    def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None,
-                edge_type: Tensor | None = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    def edge_types(self, h: Tensor, edge_type: Tensor | None) -> Tensor | None:
+        """The edge types the layers see: the dependency types, with the relative position folded in."""
+        if (edge_type is not None) != bool(self.n_dep_types):
+            raise ValueError(f"encoder built with n_edge_types={self.n_dep_types}; edge_type is "
+                             f"{'missing' if edge_type is None else 'unexpected'}")
+        if not self.relative_positions:
+            return edge_type
+        return combined_edge_types(edge_type, h.shape[1], self.relative_positions, h.shape[0], h.device)
+
+    def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
+                per_head: bool = False) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        edge_type = self.edge_types(h, edge_type)
         alphas, gates = [], []
         for layer in self.layers:
-            h, alpha, gate = layer(h, mask, v, edge_type)
+            h, alpha, gate = layer(h, mask, v, edge_type, per_head=per_head)
             alphas.append(alpha)
             gates.append(gate)
         return h, alphas, gates

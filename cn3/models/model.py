@@ -50,7 +50,8 @@ def encoder_args(cfg: ModelConfig, args: ModelArgs, in_dim: int, attr_dim: int) 
         in_dim=in_dim, d=2 * cfg.hidden, layers=cfg.layers, heads=cfg.heads, ff=cfg.ff, dropout=cfg.dropout,
         attention_dropout=cfg.attention_dropout, norm=cfg.norm, attr_dim=attr_dim,
         n_edge_types=args.n_edge_types, level=args.level, positions=True,
-        cn3=CN3Options(cfg.context, cfg.context_layers, cfg.energy_dim, cfg.edge_attrs, cfg.edge_dim, cfg.init_range),
+        cn3=CN3Options(cfg.context, cfg.context_layers, cfg.energy_dim, cfg.edge_attrs, cfg.edge_dim, cfg.init_range,
+                       energy_heads=cfg.energy_heads, relative_positions=cfg.relative_positions),
         hybrid=cfg.hybrid, rnn=cfg.rnn, selfatt=cfg.selfatt, cnn=cfg.cnn)
 
 
@@ -69,7 +70,7 @@ class SentenceGraphModel(nn.Module):
         word_dim = pretrained.shape[1] if pretrained is not None else cfg.word_dim
         self.nodes = NodeEncoder(sizes, word_dim, pretrained, cfg.freeze_embeddings, cfg.char, cfg.char_dim,
                                  cfg.char_out, cfg.pos_dim if args.n_upos else 0, cfg.spell_dim, cfg.dropout,
-                                 cfg.word_dropout)
+                                 cfg.word_dropout, cfg.position_dim)
         attr_dim = self.nodes.attr_dim if self.spec.uses_attrs else 0
         self.encoder = build_encoder(cfg.encoder, encoder_args(cfg, args, self.nodes.out_dim, attr_dim))
         self.uses_attrs = attr_dim > 0
