@@ -19,7 +19,7 @@ experiment_app = typer.Typer(
 )
 
 SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one (liu-table3, xu-table1, xu-window, "
-             "hao-table1, hao-table2; see cn3/configs/experiments/).")
+             "hao-table1, hao-table2, logic-length; see cn3/configs/experiments/).")
 OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S>."
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
              "(or in one: task=trec,sick,variant=lstm).")
@@ -129,6 +129,10 @@ def report_command(
     only: list[str] = typer.Option(None, "--only", help=ONLY_HELP),
     runs: Path = typer.Option(Path("runs/experiments"), "--runs", help=OUT_HELP),
     resamples: int = typer.Option(10_000, "--resamples", min=100, help="Trials of the paired tests."),
+    by: str = typer.Option(None, "--by", help="Instead: the score per group of items, by a per-item field (a "
+                           "key of the items' meta, e.g. n_ops for logic; length; source): a table per task, "
+                           "variants x groups, groups unseen in training marked; --out writes "
+                           "by-FIELD.md/.csv/.tex/.json/.png."),
 ) -> None:
     """Tabulate a grid: mean ± std over seeds per variant and task, the paper's number beside it, and
     each variant against the spec's baseline (paired test on per-example predictions of matched
@@ -139,14 +143,24 @@ def report_command(
         cn3 experiment report liu-table3 --budget smoke
 
         cn3 experiment report xu-table1 --format latex --out docs/runs/xu-table1
+
+        cn3 experiment report logic-length --budget cpu --by n_ops --out docs/runs/logic-length
+
+    --by FIELD scores each finished cell's predictions per group of items instead (as `cn3 evaluate
+    --by` scores one run): mean ± std over seeds per variant and group, the groups that no training
+    item has marked †; per-group differences are not tested.
     """
-    from cn3.experiment.report import report
+    from cn3.experiment.report import report, report_by
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, runs, only)
-        text, record = report(spec_obj, cells, fmt.value, out, resamples)
+        if by is not None:
+            text, record = report_by(spec_obj, cells, by, fmt.value, out)
+        else:
+            text, record = report(spec_obj, cells, fmt.value, out, resamples)
     print(text, end="")
     finished = record["cells"]
+    wall = record.get("grid_wall_seconds")
     console.print(f"{finished['finished']}/{finished['total']} cells finished"
-                  + (f"; grid wall time {record['grid_wall_seconds'] / 60:.1f} min" if record["grid_wall_seconds"] else "")
-                  + (f"; wrote {out}/report.*" if out else ""))
+                  + (f"; grid wall time {wall / 60:.1f} min" if wall else "")
+                  + (f"; wrote {out}/{f'by-{by}' if by else 'report'}.*" if out else ""))

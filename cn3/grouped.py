@@ -100,8 +100,9 @@ def group_label(value, field: str) -> str:
     return str(value)
 
 
-def _order(value) -> tuple:
-    """Numbers first, in numeric order (``2`` before ``10``), then the rest as text, ``(none)`` last."""
+def group_order(value) -> tuple:
+    """The sort key of a group key: numbers first, in numeric order (``2`` before ``10``), then the
+    rest as text, ``(none)`` last."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (0, value, "")
     return (2 if value == MISSING else 1, 0, str(value))
@@ -119,7 +120,7 @@ def grouped_scores(keys: list, gold: list, pred: list, level: str, tag_scheme: s
     for i, key in enumerate(keys):
         members.setdefault(key, []).append(i)
     groups = []
-    for key in sorted(members, key=_order):
+    for key in sorted(members, key=group_order):
         idx = members[key]
         result = score(level, tag_scheme, [gold[i] for i in idx], [pred[i] for i in idx])
         groups.append(Group(key, group_label(key, field), len(idx), result["score"],

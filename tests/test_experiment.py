@@ -210,3 +210,103 @@ def test_the_report_tabulates_the_grid_with_paired_tests(grid, tmp_path):
     assert (tmp_path / "report" / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "report" / "report.csv").read_text().startswith("variant,task,split,metric,mean")
     assert "\\textbf{" in (tmp_path / "report" / "report.tex").read_text()
+
+
+# ---------------------------------------------------------------- report --by FIELD, on hand-made cells
+
+BY_TRAIN_LINES, BY_TEST_LINES = 8, 2  # per staged logic file
+
+
+@pytest.fixture(scope="module")
+def tiny_logic(tmp_path_factory, staged):
+    """The logic task prepared from the first lines of every staged file: train0-6, test0-12."""
+    import gzip
+
+    from data_prep.readers.logic import TEST_MAX_OPS, TRAIN_MAX_OPS
+
+    base = tmp_path_factory.mktemp("logic")
+    folder = base / "data" / "logic_inference"
+    folder.mkdir(parents=True)
+    for kind, last, n_lines in (("train", TRAIN_MAX_OPS, BY_TRAIN_LINES), ("test", TEST_MAX_OPS, BY_TEST_LINES)):
+        for n in range(last + 1):
+            with gzip.open(staged(f"logic_inference/{kind}{n}.gz"), "rt", encoding="utf-8") as handle:
+                lines = [line for _, line in zip(range(n_lines), handle)]
+            with gzip.open(folder / f"{kind}{n}.gz", "wt", encoding="utf-8") as handle:
+                handle.writelines(lines)
+    prepared = base / "prepared"
+    prepare(PrepareSettings(task="logic", data=base / "data", out=prepared, annotator="none"))
+    return prepared
+
+
+def fake_cell(cell, prepared: Path, gold: list[str], right: list[bool]) -> None:
+    """A finished cell without training: its config names the prepared data, its test predictions are
+    the gold label where ``right`` and another relation elsewhere."""
+    from cn3.run_dir import RunDir
+
+    run = RunDir(cell.run_dir)
+    run.path.mkdir(parents=True)
+    run.config.write_text(yaml.safe_dump({"data": {"task": "logic", "prepared": str(prepared), "limit": 0}}))
+    pred = [g if ok else ("#" if g != "#" else "=") for g, ok in zip(gold, right)]
+    entry = run.write_predictions("test", gold, pred, "accuracy", None, "logic")
+    score = 100 * sum(right) / len(right)
+    run.results.write_text(json.dumps({"scores": {"test": {"metric": "accuracy", "score": score}},
+                                       "predictions": {"test": entry}}))
+
+
+@pytest.fixture
+def by_grid(tmp_path, tiny_logic):
+    """lstm: seed 1 right everywhere, seed 2 wrong on the first item of every length (so 100 and 50 per
+    group: 75.00 ± 35.36); cn3: right up to 6 operators, wrong beyond, on both seeds."""
+    records = [json.loads(line) for line in (tiny_logic / "test.jsonl").read_text().splitlines()]
+    gold = [r["label"] for r in records]
+    n_ops = [r["meta"]["n_ops"] for r in records]
+    first = [i == 0 or n_ops[i - 1] != n for i, n in enumerate(n_ops)]
+    spec_path = write_spec(tmp_path / "by.yaml", name="bylen", tasks=["logic"],
+                           variants={"lstm": {"model.encoder": "lstm"}, "cn3": {"model.encoder": "cn3"}})
+    spec = load_spec(spec_path)
+    for cell in spec.cells(tmp_path / "runs"):
+        if cell.variant == "lstm":
+            right = [True] * len(gold) if cell.seed == 1 else [not f for f in first]
+        else:
+            right = [n <= 6 for n in n_ops]
+        fake_cell(cell, tiny_logic, gold, right)
+    train_ops = {json.loads(line)["meta"]["n_ops"] for line in (tiny_logic / "train.jsonl").read_text().splitlines()}
+    assert train_ops == set(range(7)) and sorted(set(n_ops)) == list(range(13))  # what the test relies on
+    return spec_path, tmp_path / "runs"
+
+
+def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_grid, tmp_path):
+    spec, runs = by_grid
+    out = tmp_path / "out"
+    result = invoke("experiment", "report", spec, "--runs", runs, "--by", "n_ops", "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| n_ops |"))
+    assert header == "| n_ops | " + " | ".join([*map(str, range(7)), *(f"{n}†" for n in range(7, 13))]) + " |"
+    lstm = next(line for line in lines if line.startswith("| lstm (2) |"))
+    assert lstm == "| lstm (2) | " + " | ".join(["75.00 ± 35.36"] * 7 + ["**75.00 ± 35.36**"] * 6) + " |"
+    cn3 = next(line for line in lines if line.startswith("| cn3 (2) |"))
+    assert cn3 == "| cn3 (2) | " + " | ".join(["**100.00 ± 0.00**"] * 7 + ["0.00 ± 0.00"] * 6) + " |"
+    items = next(line for line in lines if line.startswith("| items |"))
+    assert items == "| items | " + " | ".join([str(BY_TEST_LINES)] * 13) + " |"
+    assert "†: no training item has this value" in result.stdout and "not tested" in result.stdout
+
+    record = json.loads((out / "by-n_ops.json").read_text())
+    assert record["tasks"]["logic"]["unseen_in_training"] == {str(n): n > 6 for n in range(13)}
+    row = next(r for r in record["rows"] if r["variant"] == "lstm" and r["group"] == "9")
+    assert row["seeds"] == {"1": 100.0, "2": 50.0} and row["mean"] == 75.0 and row["n"] == 2
+    assert row["std"] == pytest.approx(35.3553, abs=1e-4) and row["unseen_in_training"] is True
+    csv_lines = (out / "by-n_ops.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("task,split,metric,field,group,unseen_in_training,items,variant,mean,std")
+    assert "logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0" in csv_lines
+    assert (out / "by-n_ops.md").read_text() == result.stdout
+    assert (out / "by-n_ops.png").read_bytes()[:4] == b"\x89PNG"
+    assert "$\\pm$" in (out / "by-n_ops.tex").read_text()
+
+
+def test_report_by_an_unknown_field_names_it_and_the_available_ones(by_grid):
+    spec, runs = by_grid
+    result = invoke("experiment", "report", spec, "--runs", runs, "--by", "depth")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip().splitlines() == [
+        "error: logic: --by depth: no item has this field; the items have: n_ops, n_ops_pair, length, source"]

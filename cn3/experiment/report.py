@@ -17,6 +17,7 @@ names the split. For each variant against the baseline, per task:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import statistics
@@ -258,4 +259,290 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
             (out / name).write_text(text if kind == fmt else render(spec, columns, kind), encoding="utf-8")
         (out / "report.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         plot(spec, columns, out / "report.png")
+    return text, record
+
+
+# ---------------------------------------------------------------- --by FIELD: scores per group of items
+
+BY_NOTE = ("Per-group differences are not tested for significance (the table without --by has the paired "
+           "tests of the whole split).")
+
+
+@dataclass
+class GroupedColumn:
+    """One task's scores per group of items (``cn3 experiment report --by FIELD``).
+
+    ``groups``: the group labels in table order (:func:`cn3.grouped.grouped_scores`'s order);
+    ``scores``: variant -> group label -> seed -> score within the group; ``items``: group label ->
+    the group's sizes over the cells (one value when every cell scored the same items); ``unseen``:
+    group label -> whether no training item of any cell has the value (``None``: not known, e.g.
+    for ``source``).
+    """
+
+    task: str
+    split: str | None
+    metric: str | None
+    by: str
+    groups: list[str] = field(default_factory=list)
+    values: dict[str, object] = field(default_factory=dict)  # label -> the group's key (numbers for n_ops)
+    scores: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    items: dict[str, set[int]] = field(default_factory=dict)
+    unseen: dict[str, bool | None] = field(default_factory=dict)
+    note: str | None = None  # why the task is not grouped
+
+
+def _run_data(run_dir: Path):
+    """A config holding the data section a finished cell trained with (from its ``RUN/config.yaml``;
+    the rest of the config is not needed, nor read, so a run of another cn3 version still reports)."""
+    import yaml
+
+    from cn3.compat import upgrade_sentence_config
+    from cn3.config import ConfigError, from_dict
+    from cn3.run_config import DataConfig, RunConfig
+
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} has no config.yaml: cannot tell which data it was scored on")
+    saved = upgrade_sentence_config(yaml.safe_load(path.read_text(encoding="utf-8")) or {}, None)
+    try:
+        return RunConfig(data=from_dict(DataConfig, saved.get("data", {}), "data."))
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[dict]]:
+    """The level of the run's dataset, and the records of ``split`` and of ``train`` as the run trained
+    and scored them: the prepared dataset of its config (as ``cn3 train`` found it) with its
+    ``data.limit`` applied to both (:func:`cn3.trainer._train`)."""
+    from cn3.trainer import ensure_prepared
+    from data_prep.dataset import load_prepared
+
+    data = repr(dataclasses.replace(cfg.data, limit=0))  # cells differing only in data.limit share a dataset
+    if ("path", data) not in cache:  # found (or prepared) once per data config, as `cn3 train` found it
+        cache["path", data] = Path(cfg.data.prepared) if cfg.data.prepared else ensure_prepared(cfg)
+    path = cache["path", data]
+    key = (str(path.resolve()), split, cfg.data.limit)
+    if key not in cache:
+        ds = load_prepared(path)
+        limit = cfg.data.limit
+
+        def records(name: str) -> list[dict]:
+            data = ds.splits[name].spread(limit) if limit else ds.splits[name]
+            return [data.record(i) for i in range(len(data))]
+
+        cache[key] = (ds.level, records(split), records("train") if "train" in ds.splits else [])
+    return cache[key]
+
+
+def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, GroupedColumn]:
+    """Every finished cell's predictions on its task's split (the split :func:`collect` chose),
+    joined item by item with the items' ``by`` field (:func:`cn3.grouped.group_keys`) and scored per
+    group with the task's metric (:func:`cn3.grouped.grouped_scores`). Groups are marked unseen in
+    training against each cell's own training items (:func:`cn3.grouped.seen_keys`).
+
+    Raises:
+        ConfigError: no item has the field (naming the fields they have), or a cell's predictions do
+            not match its dataset's items.
+    """
+    from cn3.config import ConfigError
+    from cn3.grouped import group_keys, group_order, grouped_scores, seen_keys
+    from cn3.stats import load_predictions
+
+    out: dict[str, GroupedColumn] = {}
+    cache: dict = {}
+    for task, column in columns.items():
+        grouped = out[task] = GroupedColumn(task, column.split, column.metric, by)
+        if column.metric is None:
+            grouped.note = "no finished cell"
+            continue
+        if column.metric == "bleu":
+            grouped.note = "translation items carry no per-item fields"
+            continue
+        unseen: dict[str, list[bool | None]] = {}
+        for variant, runs in column.runs.items():
+            for seed, run_dir in sorted(runs.items()):
+                level, records, train = _split_records(_run_data(run_dir), column.split, cache)
+                predictions = load_predictions(run_dir, column.split)
+                if len(predictions.gold) != len(records):
+                    raise ConfigError(f"{run_dir}: {len(predictions.gold):,} predictions on {column.split} but its "
+                                      f"dataset has {len(records):,} items there (prepared again since it trained?)")
+                for i, (gold, record) in enumerate(zip(predictions.gold, records)):
+                    if isinstance(gold, str) and record.get("label") is not None and gold != record["label"]:
+                        raise ConfigError(f"{run_dir}: item {i} of {column.split} is {gold!r} in its predictions but "
+                                          f"{record['label']!r} in its dataset (prepared again since it trained?)")
+                try:
+                    keys = group_keys(records, by)
+                except ConfigError as err:
+                    raise ConfigError(f"{task}: {err}") from None
+                seen = None if by == "source" else seen_keys(train, by)
+                for g in grouped_scores(keys, predictions.gold, predictions.pred, level, predictions.tag_scheme,
+                                        by, seen):
+                    grouped.values.setdefault(g.label, g.value)
+                    grouped.scores.setdefault(variant, {}).setdefault(g.label, {})[seed] = g.score
+                    grouped.items.setdefault(g.label, set()).add(g.items)
+                    unseen.setdefault(g.label, []).append(g.unseen)
+        grouped.groups = sorted(grouped.values, key=lambda label: group_order(grouped.values[label]))
+        grouped.unseen = {label: None if None in marks else all(marks) for label, marks in unseen.items()}
+    return out
+
+
+def grouped_rows(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]) -> list[dict]:
+    """One record per (task, variant, group): mean, std and n over seeds, the per-seed scores."""
+    out = []
+    for task, column in grouped.items():
+        for variant in spec.variants:
+            for label in column.groups:
+                seeds = column.scores.get(variant, {}).get(label, {})
+                mean, std = _mean_std(list(seeds.values())) if seeds else (None, None)
+                out.append({"task": task, "split": column.split, "metric": column.metric, "field": column.by,
+                            "group": label, "unseen_in_training": column.unseen.get(label),
+                            "items": sorted(column.items.get(label, ())), "variant": variant,
+                            "mean": mean, "std": std, "n": len(seeds), "seeds": dict(sorted(seeds.items()))})
+    return out
+
+
+UNSEEN_MARK = "†"
+
+
+def _items_text(sizes: set[int]) -> str:
+    return f"{min(sizes):,}" if len(sizes) == 1 else f"{min(sizes):,}–{max(sizes):,}"
+
+
+def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt: str = "md") -> str:
+    """The per-group table of every task (rows: variants; columns: the groups, those unseen in
+    training marked †), as Markdown, CSV (one line per task, variant and group) or LaTeX."""
+    records = grouped_rows(spec, grouped)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(["task", "split", "metric", "field", "group", "unseen_in_training", "items", "variant",
+                         "mean", "std", "n", "seed_scores"])
+        for r in records:
+            writer.writerow([r["task"], r["split"], r["metric"], r["field"], r["group"], r["unseen_in_training"],
+                             ";".join(map(str, r["items"])), r["variant"], r["mean"], r["std"], r["n"],
+                             ";".join(f"{s}:{v}" for s, v in r["seeds"].items())])
+        return buffer.getvalue()
+    by = {(r["task"], r["variant"], r["group"]): r for r in records}
+    blocks = []
+    for task, column in grouped.items():
+        if column.note or not column.groups:
+            blocks.append(("note", task, column, f"{task}: not grouped by {column.by}: {column.note or 'no groups'}"))
+            continue
+        best = {}
+        for label in column.groups:
+            means = [by[(task, v, label)]["mean"] for v in spec.variants if by[(task, v, label)]["mean"] is not None]
+            best[label] = max(means) if means else None
+        header = [column.by] + [label + (UNSEEN_MARK if column.unseen.get(label) else "") for label in column.groups]
+        body = [["items"] + [_items_text(column.items[label]) for label in column.groups]]
+        for variant in spec.variants:
+            cells = []
+            for label in column.groups:
+                r = by[(task, variant, label)]
+                if r["mean"] is None:
+                    cells.append("–")
+                    continue
+                text = f"{r['mean']:.2f} ± {r['std']:.2f}"
+                if r["mean"] == best[label] and len(spec.variants) > 1:
+                    text = {"md": f"**{text}**", "latex": f"\\textbf{{{text}}}"}.get(fmt, text)
+                cells.append(text)
+            n = sorted({by[(task, variant, label)]["n"] for label in column.groups} - {0})
+            body.append([f"{variant} ({'/'.join(map(str, n)) or 0})"] + cells)
+        blocks.append(("table", task, column, (header, body)))
+    unseen_note = (f"{UNSEEN_MARK}: no training item has this value (unseen in training). ")
+    if fmt == "latex":
+        out = []
+        for kind, task, column, content in blocks:
+            if kind == "note":
+                out.append(f"% {content}")
+                continue
+            header, body = content
+            out += [f"% {task}: {column.metric} by {column.by} ({column.split}), mean ± std over seeds",
+                    rf"\begin{{tabular}}{{l{'r' * (len(header) - 1)}}}", r"\toprule",
+                    " & ".join(h.replace(UNSEEN_MARK, r"$^\dagger$").replace("_", r"\_") for h in header)
+                    + r" \\ \midrule",
+                    *(" & ".join(row).replace("±", r"$\pm$").replace("_", r"\_") + r" \\" for row in body),
+                    r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(out) + "\n"
+    lines = []
+    for kind, task, column, content in blocks:
+        if kind == "note":
+            lines += [content, ""]
+            continue
+        header, body = content
+        lines += [f"## {spec.name}: {task}, {column.metric} by {column.by} ({column.split}), mean ± std over seeds",
+                  "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        lines.append("")
+    lines.append(f"{unseen_note}Rows: variant (seeds finished); items: the group's size in the scored split; "
+                 f"best mean per group in bold. {BY_NOTE}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], path: Path) -> bool:
+    """One panel per task: the score against the group (numeric groups on a numeric axis), a line
+    per variant with the seeds' std as error bars, the groups unseen in training shaded. Returns
+    whether anything was drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from data_prep.atomic import atomic_write
+
+    tasks = [t for t, c in grouped.items() if c.groups and not c.note]
+    if not tasks:
+        return False
+    fig = Figure(figsize=(8.0 * len(tasks), 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    for ax, task in zip(axes, tasks):
+        column = grouped[task]
+        numeric = all(isinstance(column.values[g], (int, float)) and not isinstance(column.values[g], bool)
+                      for g in column.groups)
+        xs = {g: (column.values[g] if numeric else i) for i, g in enumerate(column.groups)}
+        shaded = False
+        for g in column.groups:
+            if column.unseen.get(g):
+                ax.axvspan(xs[g] - 0.5, xs[g] + 0.5, color="0.9", zorder=0, lw=0,
+                           label=None if shaded else "unseen in training")
+                shaded = True
+        for k, variant in enumerate(spec.variants):
+            points = [(xs[g], statistics.fmean(s.values()), _mean_std(list(s.values()))[1])
+                      for g in column.groups if (s := column.scores.get(variant, {}).get(g))]
+            if points:
+                x, mean, std = zip(*points)
+                ax.errorbar(x, mean, yerr=std, marker="o", markersize=3.5, capsize=2.5, linewidth=1.2,
+                            label=variant, color=f"C{k % 10}", zorder=2)
+        if not numeric:
+            ax.set_xticks(list(xs.values()), column.groups, rotation=45 if sum(map(len, column.groups)) > 60 else 0)
+        else:
+            ax.set_xticks(sorted(set(xs.values())))
+        ax.set_xlabel(column.by)
+        ax.set_ylabel(f"{column.metric} ({column.split})")
+        ax.set_title(f"{spec.name}: {task}, mean ± std over seeds", fontsize="medium")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not on, the curves
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=120))
+    return True
+
+
+def report_by(spec: ExperimentSpec, cells: list[Cell], by: str, fmt: str = "md",
+              out: Path | None = None) -> tuple[str, dict]:
+    """The grid's scores per group of items (``--by FIELD``); with ``out`` also write
+    ``by-<field>.{md,csv,tex,json,png}`` there. Returns the rendered table and the JSON record."""
+    grouped = collect_grouped(collect(cells), by)
+    text = render_grouped(spec, grouped, fmt)
+    record = {"spec": spec.name, "by": by, "note": BY_NOTE,
+              "cells": {"total": len(cells), "finished": sum((c.run_dir / "results.json").is_file() for c in cells)},
+              "tasks": {t: {"split": c.split, "metric": c.metric, "groups": c.groups, "note": c.note,
+                            "unseen_in_training": {g: c.unseen.get(g) for g in c.groups}}
+                        for t, c in grouped.items()},
+              "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in grouped_rows(spec, grouped)]}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"by-{by}"
+        for suffix, kind in (("md", "md"), ("csv", "csv"), ("tex", "latex")):
+            (out / f"{stem}.{suffix}").write_text(text if kind == fmt else render_grouped(spec, grouped, kind),
+                                                  encoding="utf-8")
+        (out / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        record["plot"] = str(out / f"{stem}.png") if plot_grouped(spec, grouped, out / f"{stem}.png") else None
     return text, record

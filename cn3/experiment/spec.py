@@ -189,6 +189,7 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     budgets = {str(b): _mapping(v, f"{path}: budgets.{b}") for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
     for name, budget in budgets.items():
         _check_keys(budget, BUDGET_KEYS, f"{path}: budgets.{name}")
+        budget["set"] = _mapping(budget.get("set"), f"{path}: budgets.{name}.set")
         for task in budget.get("tasks", []):
             if task not in tasks:
                 raise ConfigError(f"{path}: budgets.{name}.tasks: '{task}' is not a task of the spec")
