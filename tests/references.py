@@ -23,35 +23,49 @@ NODE_ATTRS = ("word", "lower", "chars", "spell", "upos")
 
 
 def dynamic_graph_reference(layer: DynamicGraphLayer, h: Tensor, mask: Tensor,
-                            v: Tensor | None = None,
-                            edge_type: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """The layer's equations written literally, one sentence and one node pair at a time.
+                            v: Tensor | None = None, edge_type: Tensor | None = None,
+                            per_head: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """The layer's equations written literally, one sentence, node pair and energy head at a time.
 
-    Slow (Python loops over ``B x N x N``): it builds the explicit concatenation
-    ``[h_k, h_i, v_i, v_k, e_ik]`` and applies the single matrix ``W``.
-    Same inputs and outputs as :meth:`DynamicGraphLayer.forward`.
+    Slow (Python loops over ``B x N x N x H``): it builds the explicit concatenation
+    ``[h_k, h_i, v_i, v_k, e_ik]`` and applies the single matrix ``W``; with ``H`` energy heads
+    (``model.energy_heads``), head ``h`` takes rows ``h e/H:(h+1) e/H`` of ``W`` and ``u_h``::
+
+        s^h_ik = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik])
+        alpha^h_ik = softmax_k(s^h_ik) over real k
+        h~_i = concat_h sum_k alpha^h_ik h_k[h d/H:(h+1) d/H]
+        h'_i = g_i h~_i + (1 - g_i) h_i,  g_i = sigmoid(W_g h_i + b)
+
+    Same inputs and outputs as :meth:`DynamicGraphLayer.forward`: ``alpha`` is the mean over the
+    heads ``(B, N, N)``, or each head's ``(B, H, N, N)`` with ``per_head``.
     """
+    heads = layer.energy_heads
     W = layer.energy_weight()  # (e, 2d [+ 2a] [+ edge_dim])
+    u = layer.u.reshape(heads, -1)  # (H, e/H); one head: the paper's u
+    rows, width = W.shape[0] // heads, h.shape[-1] // heads
     batch, n = h.shape[:2]
-    h_new, alpha, gate = torch.zeros_like(h), h.new_zeros(batch, n, n), torch.zeros_like(h)
+    h_new, alpha, gate = torch.zeros_like(h), h.new_zeros(batch, heads, n, n), torch.zeros_like(h)
     for b in range(batch):
         nodes = mask[b].nonzero().flatten().tolist()
         for i in nodes:
-            scores = []
-            for k in nodes:
-                parts = [h[b, k], h[b, i]]
-                if v is not None:
-                    parts += [v[b, i], v[b, k]]
-                if edge_type is not None:
-                    parts.append(layer.edge_emb.weight[edge_type[b, i, k]])
-                scores.append(layer.u @ torch.tanh(W @ torch.cat(parts)))  # s_ik
-            weights = torch.softmax(torch.stack(scores), dim=0)  # alpha_ik over real k
-            h_tilde = weights @ h[b, nodes]  # sum_k alpha_ik h_k
+            messages = []
+            for head in range(heads):
+                W_h = W[head * rows:(head + 1) * rows]
+                scores = []
+                for k in nodes:
+                    parts = [h[b, k], h[b, i]]
+                    if v is not None:
+                        parts += [v[b, i], v[b, k]]
+                    if edge_type is not None:
+                        parts.append(layer.edge_emb.weight[edge_type[b, i, k]])
+                    scores.append(u[head] @ torch.tanh(W_h @ torch.cat(parts)))  # s^h_ik
+                weights = torch.softmax(torch.stack(scores), dim=0)  # alpha^h_ik over real k
+                messages.append(weights @ h[b, nodes, head * width:(head + 1) * width])  # sum_k alpha_ik h_k
+                alpha[b, head, i, nodes] = weights
             g = torch.sigmoid(layer.lin_gate(h[b, i]))  # g_i
-            h_new[b, i] = g * h_tilde + (1 - g) * h[b, i]
-            alpha[b, i, nodes] = weights
+            h_new[b, i] = g * torch.cat(messages) + (1 - g) * h[b, i]
             gate[b, i] = g
-    return h_new, alpha, gate
+    return h_new, alpha if per_head else alpha.mean(1), gate
 
 
 def additive_attention_dense(query: Tensor, key: Tensor, u: Tensor, values: Tensor,

@@ -46,42 +46,8 @@ def make_layer(heads, use_v=True, use_edges=True, **kwargs):
 
 
 def multi_head_reference(layer, h, mask, v=None, edge_type=None):
-    """The multi-head layer written literally, one sentence, node pair and head at a time::
-
-        s^h_ik = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik])     W_h = rows h*e/H:(h+1)*e/H of W, u_h = u[h]
-        alpha^h_ik = softmax_k(s^h_ik) over real k
-        h~_i = concat_h sum_k alpha^h_ik h_k[h*d/H:(h+1)*d/H]
-        h'_i = g_i h~_i + (1 - g_i) h_i,  g_i = sigmoid(W_g h_i + b)
-
-    Returns ``h' (B, N, d)``, per-head ``alpha (B, H, N, N)`` and ``gate (B, N, d)``.
-    """
-    heads = layer.energy_heads
-    W = torch.cat([lin.weight for lin in (layer.lin_hk, layer.lin_hi, layer.lin_vi, layer.lin_vk, layer.lin_edge)
-                   if lin is not None], dim=1)  # (e, 2d [+ 2a] [+ edge_dim])
-    rows, width = W.shape[0] // heads, h.shape[-1] // heads
-    batch, n = h.shape[:2]
-    h_new, alpha, gate = torch.zeros_like(h), h.new_zeros(batch, heads, n, n), torch.zeros_like(h)
-    for b in range(batch):
-        nodes = mask[b].nonzero().flatten().tolist()
-        for i in nodes:
-            messages = []
-            for head in range(heads):
-                W_h, u_h = W[head * rows:(head + 1) * rows], layer.u[head]
-                scores = []
-                for k in nodes:
-                    parts = [h[b, k], h[b, i]]
-                    if v is not None:
-                        parts += [v[b, i], v[b, k]]
-                    if edge_type is not None:
-                        parts.append(layer.edge_emb.weight[edge_type[b, i, k]])
-                    scores.append(u_h @ torch.tanh(W_h @ torch.cat(parts)))  # s^h_ik
-                weights = torch.softmax(torch.stack(scores), dim=0)
-                messages.append(weights @ h[b, nodes, head * width:(head + 1) * width])
-                alpha[b, head, i, nodes] = weights
-            g = torch.sigmoid(layer.lin_gate(h[b, i]))
-            h_new[b, i] = g * torch.cat(messages) + (1 - g) * h[b, i]
-            gate[b, i] = g
-    return h_new, alpha, gate
+    """The literal reference with each head's ``alpha (B, H, N, N)``."""
+    return dynamic_graph_reference(layer, h, mask, v, edge_type, per_head=True)
 
 
 # ---- energy heads -----------------------------------------------------------------------------
