@@ -4,30 +4,54 @@ for Self-Attention Networks").
 One energy ``xi = QK^T / sqrt(d_k)`` per head, two distributions from it:
 
 * global: ``a_i = softmax(xi_i)`` over all real keys (:func:`cn3.attention.masked_softmax`);
-* local (eq. 3): ``l_i = softmax(B(xi_i))`` where ``B`` sets ``-inf`` outside ``|i - j| <= m``
-  (:func:`cn3.attention.band_mask`).
+* local (eq. 3): ``l_i = softmax(B(xi_i))`` where ``B`` sets ``-inf`` outside ``|i - j| <= m``.
 
-A softmax restricted to a subset of keys is the full softmax renormalized over that subset:
-``l_ij = a_ij [|i-j| <= m] / sum_{|i-k| <= m} a_ik``. The local distribution is computed that way
-from the global weights (a masked sum and a division, no second exponential); a real query whose
-band mass underflows (< 1e-30: its band energies ~69 below the row maximum) makes the layer fall
-back to the exact second masked softmax for that call. ``exact_local=True`` always takes the
-masked softmax (tests compare the two).
+The local distribution is computed from the band alone. Only the ``2m + 1`` keys ``j = i + o``,
+``o`` in ``[-m, m]``, can carry local weight, so the band of the energy is gathered into
+``(B, H, N, 2m + 1)`` (:func:`band_gather`, column ``m + o`` holds key ``i + o``) and the masked
+softmax runs over that last axis (:func:`local_band`), with a band-shaped key mask
+(:func:`band_key_mask`: keys outside the sentence or padded are masked). Masking keeps its one
+definition (:func:`cn3.attention.masked_softmax`): masked keys get exactly 0, a query with no real
+key in its window gets all zeros, never NaN. No ``N x N`` mask, masked fill, exponential or
+normalisation is spent on the local distribution. Being a softmax of the band energies themselves
+(not the global weights renormalised over the band, as before issue 15), it needs no fallback
+for a query whose band holds a vanishing share of its global weight.
+The window is capped at ``N - 1`` (a wider one covers the same keys), so ``window >= N - 1`` is
+global attention and ``window = 0`` each token's own value.
 
 Combinations (``mode``):
 
 * ``hybrid`` (eq. 4-5): ``H^_i = (1 - g_i) Att(xi_i, V) + g_i Att(B(xi_i), V)`` with
   ``g_i = sigmoid(W H_i + b)``, one gate per token and head (or per token). Because ``g_i`` is a
-  scalar per query row, ``g Att(l, V) + (1-g) Att(a, V) = Att(g l + (1-g) a, V)``: the two
-  distributions are mixed with :func:`cn3.attention.gated_mix` and attended once.
+  scalar per query row, this is ``Att(w_i, V)`` with the mixed distribution
+  ``w_i = (1 - g_i) a_i + g_i l_i``, attended once. :class:`_HybridWeights` builds ``w`` (after
+  dropout) in one step: the global weights times ``1 - g`` with ``g l`` added into their band, and
+  a hand-written backward; ``1 - g`` rides on the passes that apply the dropout mask, so the mix
+  adds no pass over ``N x N`` to those of vanilla attention, only work on the band.
+
+  Why mix the weights rather than the outputs (``g Att(l, V) + (1 - g) Att(a, V)``, with the band
+  attended straight from ``V`` padded by ``m``, which builds nothing ``N x N`` for the local
+  pattern)? Attending the band costs ``2m + 1`` passes over ``(B, H, N, d_k)`` forward, about
+  twice as many backward, and the mix of two outputs, while one pass over ``N x N`` costs less
+  than one over ``N x d_k`` as long as ``N < d_k``. With the shapes of ``bench/attention.py``
+  (window 1, ``d_k = 64``; one thread, CPU time, 2026-11-23), mixing the outputs cost 1.46x /
+  1.26x / 1.16x vanilla attention at ``N`` = 25 / 50 / 200, mixing the weights with plain
+  autograd ops 1.07x / 1.08x / 1.12x; this function's figures are in docs/benchmarks.md.
 * ``local``: the local distribution only (the paper's "local" ablation).
 * ``concat``: both outputs, concatenated per token and projected from ``2 d`` to ``d``.
+
+In ``local`` and ``concat`` mode the band weights are scattered into an ``N x N`` matrix of zeros
+(:func:`band_scatter`) and attended with one matrix product, for the same reason (plain autograd:
+neither mode is on the hot path the benchmark watches).
 
 Attention dropout is applied to BOTH distributions (the authors' code skips it on the local one).
 In ``hybrid`` mode the two share one dropout mask, i.e. dropout is applied to the mixed
 distribution: ``Att(drop(g l + (1-g) a), V) = g Att(drop_M(l), V) + (1-g) Att(drop_M(a), V)``
-with the same mask ``M`` (one Bernoulli draw, as in vanilla attention). ``local`` drops its one
-distribution, ``concat`` draws independent masks for its two.
+with the same mask ``M``: one Bernoulli draw over the ``(B, H, N, N)`` weights
+(:meth:`HybridSelfAttention.dropout_mask`, the draw ``F.dropout`` makes on CPU), whose band also
+drops the local weights. ``local`` drops its band weights and ``concat`` draws independent masks
+for its two distributions; dropping the band alone is the same in distribution as dropping the
+``N x N`` matrix, whose other entries are 0.
 """
 
 from __future__ import annotations
@@ -38,30 +62,120 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cn3.attention import attend, band_mask, gated_mix, masked_softmax
+from cn3.attention import attend, masked_softmax
 from cn3.layers.transformer import MultiHeadAttention
 
 Mode = Literal["hybrid", "local", "concat"]
 
-#: Band mass below which renormalizing the global weights is not trusted (float32 normal min 1e-38).
-UNDERFLOW = 1e-30
+
+def band_width(n: int, window: int) -> int:
+    """The half-width ``m`` of the band actually used: ``window`` capped at ``N - 1``."""
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    return max(0, min(window, n - 1))
 
 
-def local_from_global(weights: Tensor, band: Tensor, query_mask: Tensor | None = None) -> Tensor | None:
-    """The softmax restricted to ``band`` from the full (masked) softmax ``weights (..., N, N)``.
+def band_index(n: int, m: int, device: torch.device | str | None = None) -> Tensor:
+    """``(N, 2m + 1)`` key index ``j = i + o`` of query ``i`` at column ``m + o``.
 
-    Returns ``None`` when a real query's band mass underflows (the caller then computes the
-    masked softmax directly). Rows without any allowed key in the band come out all zero, as in
-    :func:`cn3.attention.masked_softmax`.
+    Indices outside ``[0, N)`` are clamped into it; :func:`band_key_mask` masks those columns,
+    so they carry weight exactly 0 (and gather or add harmless duplicates).
     """
-    inside = weights.masked_fill(~band, 0.0)
-    total = inside.sum(-1, keepdim=True)  # (..., N, 1)
-    small = total.squeeze(-1) < UNDERFLOW
-    if query_mask is not None:
-        small = small & query_mask.view(query_mask.shape[0], *([1] * (small.dim() - 2)), query_mask.shape[1])
-    if bool(small.any()):
-        return None
-    return inside / total.clamp_min(UNDERFLOW)
+    i = torch.arange(n, device=device)[:, None]
+    return (i + torch.arange(-m, m + 1, device=device)).clamp_(0, max(n - 1, 0))
+
+
+def band_key_mask(key_mask: Tensor | None, n: int, m: int, device: torch.device | str | None = None) -> Tensor:
+    """``(B, 1, N, 2m + 1)`` bool, True where key ``i + o`` exists and is real.
+
+    ``key_mask``: ``(B, N)``, True at real tokens; ``None``: all tokens real (gives ``(1, 1, N, 2m + 1)``).
+    """
+    keys = torch.ones(1, n, dtype=torch.bool, device=device) if key_mask is None else key_mask
+    if n == 0:  # nothing to unfold
+        return keys.new_zeros(keys.shape[0], 1, 0, 2 * m + 1)
+    return F.pad(keys, (m, m), value=False).unfold(-1, 2 * m + 1, 1).unsqueeze(1)
+
+
+def band_gather(dense: Tensor, index: Tensor) -> Tensor:
+    """The band ``(..., N, 2m + 1)`` of ``dense (..., N, N)``: column ``m + o`` is entry ``(i, i + o)``
+    (clamped columns repeat an in-band entry: mask them)."""
+    return dense.gather(-1, index.expand(*dense.shape[:-1], index.shape[-1]))
+
+
+def band_scatter(band: Tensor, index: Tensor) -> Tensor:
+    """``(..., N, N)`` zeros with ``band (..., N, 2m + 1)`` added at ``(i, i + o)``; differentiable.
+
+    Columns outside the sentence must hold 0 (they are added onto a clamped in-band entry), as
+    the weights of :func:`local_band` do.
+    """
+    n = band.shape[-2]
+    out = band.new_zeros(*band.shape[:-1], n)
+    return out.scatter_add(-1, index.expand_as(band), band)
+
+
+def local_band(energy: Tensor, band_keys: Tensor, index: Tensor) -> Tensor:
+    """Xu et al.'s local distribution (eq. 3) as band weights ``(..., N, 2m + 1)``: the masked
+    softmax of the band of ``energy (..., N, N)`` over the band keys (:func:`band_key_mask`)."""
+    return masked_softmax(band_gather(energy, index), band_keys)
+
+
+class _HybridWeights(torch.autograd.Function):
+    """The mixed weights ``w = (1 - g) a + g l`` after attention dropout, in one step.
+
+    ``a = masked_softmax(energy, key_mask)`` are the global weights, ``l`` the local band weights
+    (:func:`local_band`, added into the band of ``w``) and ``g = sigmoid(z)`` the gate of each query
+    row (and head); inputs ``energy (B, H, N, N)`` and the gate logits ``z (B, G, N, 1)``.
+    ``keep``: ``None`` (no dropout) or the ``0/1`` keep mask ``r (B, H, N, N)`` of one dropout
+    draw, which this function owns (it is scaled in place); the output is then
+    ``r (1 - g) a / (1 - p) + r g l / (1 - p)``, i.e. ``F.dropout`` of the mixed weights with the mask
+    ``r``. The dropout scaling and ``1 - g`` are one factor ``s = r (1 - g) / (1 - p)``, applied in
+    the pass that applies the mask, so the mix costs no ``N x N`` pass beyond what vanilla attention
+    with dropout spends (without dropout: one, ``a (1 - g)``).
+
+    Backward, with ``G`` the gradient of the output and ``u = G s``: the global part of ``dE`` is
+    :func:`cn3.attention.softmax_backward` of ``u`` (the same passes as vanilla attention: ``G r / (1 - p)``,
+    ``<u_i, a_i>``, the difference and the product), the local part the band softmax's gradient of
+    ``g r G / (1 - p)`` on the band, added at ``(i, i + o)``, and the gate's
+    ``dz = g ((1 - g) <(r G / (1 - p))_band, l> - <u_i, a_i>)``, taken w.r.t. the logits so that no
+    ``1 / (1 - g)`` appears.
+    """
+
+    @staticmethod
+    def forward(ctx, energy: Tensor, z: Tensor, key_mask: Tensor | None, band_keys: Tensor,
+                index: Tensor, keep: Tensor | None, p: float) -> Tensor:
+        glob = masked_softmax(energy, key_mask)
+        local = local_band(energy, band_keys, index)
+        g, h = torch.sigmoid(z).to(glob.dtype), torch.sigmoid(-z).to(glob.dtype)  # g and 1 - g
+        index = index.expand_as(local)
+        if keep is None:
+            kept, scale = None, h  # (B, G, N, 1)
+            weights = torch.mul(glob, h, out=torch.empty_like(glob))
+            band = local * g
+        else:
+            inverse = 1.0 / (1.0 - p) if p < 1.0 else 0.0  # F.dropout(p=1) gives zeros
+            kept = keep.gather(-1, index).mul_(inverse)  # r / (1 - p) on the band
+            band = (local * g).mul_(kept)
+            scale = keep.mul_(h * inverse)  # r (1 - g) / (1 - p), in the mask's own storage
+            weights = glob * scale
+        weights.scatter_add_(-1, index, band)
+        ctx.save_for_backward(glob, local, g, h, index, scale, kept)
+        ctx.z_dtype = z.dtype
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        glob, local, g, h, index, scale, kept = ctx.saved_tensors
+        grad_band = grad.gather(-1, index)  # (B, H, N, 2m + 1)
+        if kept is not None:
+            grad_band.mul_(kept)  # r G / (1 - p) on the band
+        u = grad * scale  # the gradient of the global weights
+        dot = (u.unsqueeze(-2) @ glob.unsqueeze(-1)).squeeze(-1)  # <u_i, a_i>, (B, H, N, 1)
+        grad_energy = u.sub_(dot).mul_(glob)  # softmax_backward(u, a), in u's storage
+        # the band softmax's backward of g r G / (1 - p), written out: 2m + 1 columns are too few for bmm
+        band_dot = (grad_band * local).sum(-1, keepdim=True)
+        grad_energy.scatter_add_(-1, index, grad_band.sub_(band_dot).mul_(local).mul_(g))
+        grad_z = (g * (h * band_dot - dot)).sum_to_size(g.shape).to(ctx.z_dtype)
+        return grad_energy, grad_z, None, None, None, None, None
 
 
 class HybridSelfAttention(MultiHeadAttention):
@@ -71,20 +185,19 @@ class HybridSelfAttention(MultiHeadAttention):
         window: ``m``: key ``j`` is local to query ``i`` when ``|i - j| <= m``.
         mode: ``hybrid`` (gated), ``local`` or ``concat``.
         gate_per_head: ``W`` maps ``d -> heads`` (each head mixes on its own) instead of ``d -> 1``.
-        exact_local: compute the local distribution with a second masked softmax always.
 
     ``forward`` returns ``(out, info)``; for ``hybrid`` ``info["gate"]`` is ``g`` of shape
     ``(B, G, N)`` (``G`` = heads or 1), the weight of the LOCAL distribution.
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, window: int = 1,
-                 mode: Mode = "hybrid", gate_per_head: bool = False, exact_local: bool = False):
+                 mode: Mode = "hybrid", gate_per_head: bool = False):
         super().__init__(d_model, heads, dropout)
         if window < 0:
             raise ValueError(f"window must be >= 0, got {window}")
         if mode not in ("hybrid", "local", "concat"):
             raise ValueError(f"unknown mode {mode!r}")
-        self.window, self.mode, self.exact_local = window, mode, exact_local
+        self.window, self.mode = window, mode
         if mode == "hybrid":
             self.gate = nn.Linear(d_model, heads if gate_per_head else 1)
         if mode == "concat":
@@ -98,45 +211,46 @@ class HybridSelfAttention(MultiHeadAttention):
             nn.init.xavier_uniform_(self.gate.weight)
             nn.init.zeros_(self.gate.bias)
 
-    def distributions(self, energy: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        """``(local, global)`` weights from one energy ``(B, H, N, N)``, before dropout."""
-        band = band_mask(energy.shape[-1], self.window, energy.device)
-        glob = masked_softmax(energy, mask)
-        local = None if self.exact_local else local_from_global(glob, band, mask)
-        if local is None:
-            local = masked_softmax(energy, mask, band)
-        return local, glob
+    def dropout_mask(self, like: Tensor) -> Tensor:
+        """The keep mask ``r`` (1 with probability ``1 - p``, else 0) of one attention-dropout draw:
+        a NEW tensor like ``like`` (``hybrid`` mode scales it in place), drawn as ``F.dropout`` draws
+        on CPU. ``hybrid`` mode applies it to the mixed weights; tests replace this method to
+        compare with a dense reference."""
+        return torch.empty_like(like).bernoulli_(1.0 - self.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, dict | None]:
         """``need_weights``: also return the attention distribution averaged over heads
-        (``info["weights"] (B, N, N)``; for ``concat``, the mean of the local and global ones)."""
+        (``info["weights"] (B, N, N)``, before dropout; for ``concat``, the mean of the local and
+        global ones)."""
+        n = x.shape[1]
+        m = band_width(n, self.window)
+        index = band_index(n, m, x.device)
+        band_keys = band_key_mask(mask, n, m, x.device)
         q = self.query(x)
         k, v = self.keys_values(x)
         energy = q @ k.transpose(-1, -2)  # (B, H, N, N), shared by both distributions
         p, training = self.dropout, self.training
+        drop = (lambda w: F.dropout(w, p, training)) if p > 0.0 else (lambda w: w)  # noqa: E731
         info: dict = {}
+        if self.mode == "hybrid":
+            z = self.gate(x).transpose(1, 2).unsqueeze(-1)  # (B, G, N, 1): logit of the local weight
+            info["gate"] = torch.sigmoid(z.squeeze(-1))
+            keep = self.dropout_mask(energy) if p > 0.0 and training else None
+            weights = _HybridWeights.apply(energy, z, mask, band_keys, index, keep, p)  # (B, H, N, N), dropped
+            if need_weights:  # the mixture before dropout, for inspection
+                mixed = weights if keep is None else _HybridWeights.apply(energy, z, mask, band_keys, index, None, p)
+                info["weights"] = mixed.mean(1)
+            return self.out_proj(self.merge(attend(weights, v))), info
+        local = local_band(energy, band_keys, index)  # (B, H, N, 2m + 1)
         if self.mode == "local":
-            band = band_mask(x.shape[1], self.window, x.device)
-            local = masked_softmax(energy, mask, band)
             if need_weights:
-                info["weights"] = local.mean(1)
-            local = F.dropout(local, p, training) if p > 0.0 else local
-            return self.out_proj(self.merge(attend(local, v))), info or None
-        local, glob = self.distributions(energy, mask)
-        if self.mode == "concat":  # independent dropout masks
-            if need_weights:
-                info["weights"] = (0.5 * (local + glob)).mean(1)
-            local, glob = F.dropout(local, p, training), F.dropout(glob, p, training)
-            both = torch.cat([self.merge(attend(local, v)), self.merge(attend(glob, v))], dim=-1)
-            return self.out_proj(both), info or None
-        g = torch.sigmoid(self.gate(x)).transpose(1, 2)  # (B, G, N): weight of the local pattern
-        weights = gated_mix(local, glob, g.unsqueeze(-1))  # (B, H, N, N)
-        info["gate"] = g
+                info["weights"] = band_scatter(local, index).mean(1)
+            return self.out_proj(self.merge(attend(band_scatter(drop(local), index), v))), info or None
+        glob = masked_softmax(energy, mask)
         if need_weights:
-            info["weights"] = weights.mean(1)
-        if p > 0.0 and training:  # one mask for both distributions (see the module docstring)
-            weights = F.dropout(weights, p, training)
-        return self.out_proj(self.merge(attend(weights, v))), info
+            info["weights"] = (0.5 * (band_scatter(local, index) + glob)).mean(1)
+        both = [attend(band_scatter(drop(local), index), v), attend(drop(glob), v)]  # independent masks
+        return self.out_proj(torch.cat([self.merge(o) for o in both], dim=-1)), info or None
 
     def extra_repr(self) -> str:
         return f"window={self.window}, mode={self.mode}"
