@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
+from cn3.config import ConfigError
 from cli.train import Device
 from data_prep.console import console
 
@@ -85,8 +86,12 @@ def probe_command(
         console.print(f"annotation of the probing sentences: {annotation}", soft_wrap=True, markup=False)
     console.print(probe_table(record))
     directory = out if out is not None else run / "probe"
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(directory / "probe.json", record)
+    with user_errors():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(directory / "probe.json", record)
+        except OSError as err:  # an unwritable --out: one line, not a traceback (the table is printed above)
+            raise ConfigError(f"cannot write {directory / 'probe.json'}: {err.strerror or err}") from None
     console.print(f"wrote {directory / 'probe.json'}", markup=False)
 
 
