@@ -9,11 +9,16 @@ computes its own energy and hands it here, so masking has one definition everywh
   an empty sentence) gets all-zero weights and zero gradients, never NaN.
 
 The hybrid local/global encoder (Xu et al., ACL 2019) takes both distributions from the SAME
-energy ``E = QK^T / sqrt(d)``::
+energy ``E = QK^T / sqrt(d)``; the local one (eq. 3, window ``m``) only over the ``2m + 1`` keys
+that can carry weight, gathered into a band ``(..., N, 2m + 1)`` (column ``m + o`` is key ``i + o``)::
 
-    global_w = masked_softmax(E, key_mask)                            # global attention
-    local_w = masked_softmax(E, key_mask, band=band_mask(N, m, dev))  # eq. 3: window m
-    out = gated_mix(attend(local_w, V), attend(global_w, V), gate)
+    global_w = masked_softmax(E, key_mask)                               # global attention
+    index = band_index(N, m); keys = band_key_mask(key_mask, N, m)
+    local_w = local_band(E, keys, index)                                 # (..., N, 2m + 1)
+    # = band_gather(masked_softmax(E, key_mask, band=band_mask(N, m)), index): the dense form
+    out = attend(gated_mix(band_scatter(local_w, index), global_w, gate), V)
+
+(:class:`cn3.layers.hybrid_attention.HybridSelfAttention` fuses the last line into one step.)
 """
 
 from __future__ import annotations
@@ -46,6 +51,57 @@ def band_mask(n: int, window: int, device: torch.device | str | None = None) -> 
         raise ValueError(f"window must be >= 0, got {window}")
     positions = torch.arange(n, device=device)
     return (positions[:, None] - positions[None, :]).abs() <= window  # (N, N)
+
+
+def band_width(n: int, window: int) -> int:
+    """The half-width ``m`` of the band actually used: ``window`` capped at ``N - 1``."""
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    return max(0, min(window, n - 1))
+
+
+def band_index(n: int, m: int, device: torch.device | str | None = None) -> Tensor:
+    """``(N, 2m + 1)`` key index ``j = i + o`` of query ``i`` at column ``m + o``.
+
+    Indices outside ``[0, N)`` are clamped into it; :func:`band_key_mask` masks those columns,
+    so they carry weight exactly 0 (and gather or add harmless duplicates).
+    """
+    i = torch.arange(n, device=device)[:, None]
+    return (i + torch.arange(-m, m + 1, device=device)).clamp_(0, max(n - 1, 0))
+
+
+def band_key_mask(key_mask: Tensor | None, n: int, m: int, device: torch.device | str | None = None) -> Tensor:
+    """``(B, 1, N, 2m + 1)`` bool, True where key ``i + o`` exists and is real.
+
+    ``key_mask``: ``(B, N)``, True at real tokens; ``None``: all tokens real (gives ``(1, 1, N, 2m + 1)``).
+    """
+    keys = torch.ones(1, n, dtype=torch.bool, device=device) if key_mask is None else key_mask
+    if n == 0:  # nothing to unfold
+        return keys.new_zeros(keys.shape[0], 1, 0, 2 * m + 1)
+    return F.pad(keys, (m, m), value=False).unfold(-1, 2 * m + 1, 1).unsqueeze(1)
+
+
+def band_gather(dense: Tensor, index: Tensor) -> Tensor:
+    """The band ``(..., N, 2m + 1)`` of ``dense (..., N, N)``: column ``m + o`` is entry ``(i, i + o)``
+    (clamped columns repeat an in-band entry: mask them)."""
+    return dense.gather(-1, index.expand(*dense.shape[:-1], index.shape[-1]))
+
+
+def band_scatter(band: Tensor, index: Tensor) -> Tensor:
+    """``(..., N, N)`` zeros with ``band (..., N, 2m + 1)`` added at ``(i, i + o)``; differentiable.
+
+    Columns outside the sentence must hold 0 (they are added onto a clamped in-band entry), as
+    the weights of :func:`local_band` do.
+    """
+    n = band.shape[-2]
+    out = band.new_zeros(*band.shape[:-1], n)
+    return out.scatter_add(-1, index.expand_as(band), band)
+
+
+def local_band(energy: Tensor, band_keys: Tensor, index: Tensor) -> Tensor:
+    """Xu et al.'s local distribution (eq. 3) as band weights ``(..., N, 2m + 1)``: the masked
+    softmax of the band of ``energy (..., N, N)`` over the band keys (:func:`band_key_mask`)."""
+    return masked_softmax(band_gather(energy, index), band_keys)
 
 
 def _batch_view(mask: Tensor, ndim: int, axis: int) -> Tensor:

@@ -175,9 +175,10 @@ class Scalars:
     """TensorBoard scalars of a run (``train.tensorboard``); a no-op when it is off, so the loop
     calls it unconditionally."""
 
-    def __init__(self, t: LoopConfig, run: RunDir):
+    def __init__(self, t: LoopConfig, run: RunDir, enabled: bool = True):
+        """``enabled``: ``False`` on torchrun ranks other than 0, which write nothing."""
         self.writer = None
-        if t.tensorboard:
+        if t.tensorboard and enabled:
             check_tensorboard(t)
             from torch.utils.tensorboard import SummaryWriter
 
@@ -254,7 +255,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
     return ``{}``.
     """
     model, optimizer, scaler = adapter.model, adapter.optimizer, adapter.scaler
-    scalars = Scalars(t, run) if world.main else Scalars(LoopConfig(), run)
+    scalars = Scalars(t, run, enabled=world.main)
 
     def checkpoint(path: Path) -> None:
         if not world.main:

@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cn3.attention import attend, band_mask, gated_mix, masked_softmax, padding_mask
-from cn3.layers.hybrid_attention import (HybridSelfAttention, band_gather, band_index, band_key_mask, band_scatter,
-                                         band_width, local_band)
+from cn3.attention import (attend, band_gather, band_index, band_key_mask, band_mask, band_scatter, band_width,
+                           gated_mix, local_band, masked_softmax, padding_mask)
+from cn3.layers.hybrid_attention import HybridSelfAttention
 from cn3.layers.transformer import MultiHeadAttention
 
 

@@ -108,12 +108,6 @@ class DynamicGraphLayer(nn.Module):
         blocks = [self.lin_hk, self.lin_hi, self.lin_vi, self.lin_vk, self.lin_edge]
         return torch.cat([lin.weight for lin in blocks if lin is not None], dim=1)
 
-    def head_weights(self) -> list[tuple[Tensor, Tensor]]:
-        """``[(W_h, u_h)]`` per head: ``W_h (energy_dim / H, 2d [+ 2a] [+ edge_dim])``, ``u_h (energy_dim / H,)``."""
-        rows = self.u.shape[-1]
-        weight, u = self.energy_weight(), self.u.view(self.energy_heads, rows)
-        return [(weight[h * rows:(h + 1) * rows], u[h]) for h in range(self.energy_heads)]
-
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
                 per_head: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         self._check(v, edge_type)

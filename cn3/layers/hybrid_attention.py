@@ -8,9 +8,9 @@ One energy ``xi = QK^T / sqrt(d_k)`` per head, two distributions from it:
 
 The local distribution is computed from the band alone. Only the ``2m + 1`` keys ``j = i + o``,
 ``o`` in ``[-m, m]``, can carry local weight, so the band of the energy is gathered into
-``(B, H, N, 2m + 1)`` (:func:`band_gather`, column ``m + o`` holds key ``i + o``) and the masked
-softmax runs over that last axis (:func:`local_band`), with a band-shaped key mask
-(:func:`band_key_mask`: keys outside the sentence or padded are masked). Masking keeps its one
+``(B, H, N, 2m + 1)`` (:func:`cn3.attention.band_gather`, column ``m + o`` holds key ``i + o``) and the masked
+softmax runs over that last axis (:func:`cn3.attention.local_band`), with a band-shaped key mask
+(:func:`cn3.attention.band_key_mask`: keys outside the sentence or padded are masked). Masking keeps its one
 definition (:func:`cn3.attention.masked_softmax`): masked keys get exactly 0, a query with no real
 key in its window gets all zeros, never NaN. No ``N x N`` mask, masked fill, exponential or
 normalisation is spent on the local distribution. Being a softmax of the band energies themselves
@@ -41,7 +41,7 @@ Combinations (``mode``):
 * ``concat``: both outputs, concatenated per token and projected from ``2 d`` to ``d``.
 
 In ``local`` and ``concat`` mode the band weights are scattered into an ``N x N`` matrix of zeros
-(:func:`band_scatter`) and attended with one matrix product, for the same reason (plain autograd:
+(:func:`cn3.attention.band_scatter`) and attended with one matrix product, for the same reason (plain autograd:
 neither mode is on the hot path the benchmark watches).
 
 Attention dropout is applied to BOTH distributions (the authors' code skips it on the local one).
@@ -62,68 +62,18 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cn3.attention import attend, masked_softmax
+from cn3.attention import (attend, band_index, band_key_mask, band_scatter, band_width, local_band,
+                           masked_softmax)
 from cn3.layers.transformer import MultiHeadAttention
 
 Mode = Literal["hybrid", "local", "concat"]
-
-
-def band_width(n: int, window: int) -> int:
-    """The half-width ``m`` of the band actually used: ``window`` capped at ``N - 1``."""
-    if window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-    return max(0, min(window, n - 1))
-
-
-def band_index(n: int, m: int, device: torch.device | str | None = None) -> Tensor:
-    """``(N, 2m + 1)`` key index ``j = i + o`` of query ``i`` at column ``m + o``.
-
-    Indices outside ``[0, N)`` are clamped into it; :func:`band_key_mask` masks those columns,
-    so they carry weight exactly 0 (and gather or add harmless duplicates).
-    """
-    i = torch.arange(n, device=device)[:, None]
-    return (i + torch.arange(-m, m + 1, device=device)).clamp_(0, max(n - 1, 0))
-
-
-def band_key_mask(key_mask: Tensor | None, n: int, m: int, device: torch.device | str | None = None) -> Tensor:
-    """``(B, 1, N, 2m + 1)`` bool, True where key ``i + o`` exists and is real.
-
-    ``key_mask``: ``(B, N)``, True at real tokens; ``None``: all tokens real (gives ``(1, 1, N, 2m + 1)``).
-    """
-    keys = torch.ones(1, n, dtype=torch.bool, device=device) if key_mask is None else key_mask
-    if n == 0:  # nothing to unfold
-        return keys.new_zeros(keys.shape[0], 1, 0, 2 * m + 1)
-    return F.pad(keys, (m, m), value=False).unfold(-1, 2 * m + 1, 1).unsqueeze(1)
-
-
-def band_gather(dense: Tensor, index: Tensor) -> Tensor:
-    """The band ``(..., N, 2m + 1)`` of ``dense (..., N, N)``: column ``m + o`` is entry ``(i, i + o)``
-    (clamped columns repeat an in-band entry: mask them)."""
-    return dense.gather(-1, index.expand(*dense.shape[:-1], index.shape[-1]))
-
-
-def band_scatter(band: Tensor, index: Tensor) -> Tensor:
-    """``(..., N, N)`` zeros with ``band (..., N, 2m + 1)`` added at ``(i, i + o)``; differentiable.
-
-    Columns outside the sentence must hold 0 (they are added onto a clamped in-band entry), as
-    the weights of :func:`local_band` do.
-    """
-    n = band.shape[-2]
-    out = band.new_zeros(*band.shape[:-1], n)
-    return out.scatter_add(-1, index.expand_as(band), band)
-
-
-def local_band(energy: Tensor, band_keys: Tensor, index: Tensor) -> Tensor:
-    """Xu et al.'s local distribution (eq. 3) as band weights ``(..., N, 2m + 1)``: the masked
-    softmax of the band of ``energy (..., N, N)`` over the band keys (:func:`band_key_mask`)."""
-    return masked_softmax(band_gather(energy, index), band_keys)
 
 
 class _HybridWeights(torch.autograd.Function):
     """The mixed weights ``w = (1 - g) a + g l`` after attention dropout, in one step.
 
     ``a = masked_softmax(energy, key_mask)`` are the global weights, ``l`` the local band weights
-    (:func:`local_band`, added into the band of ``w``) and ``g = sigmoid(z)`` the gate of each query
+    (:func:`cn3.attention.local_band`, added into the band of ``w``) and ``g = sigmoid(z)`` the gate of each query
     row (and head); inputs ``energy (B, H, N, N)`` and the gate logits ``z (B, G, N, 1)``.
     ``keep``: ``None`` (no dropout) or the ``0/1`` keep mask ``r (B, H, N, N)`` of one dropout
     draw, which this function owns (it is scaled in place); the output is then
