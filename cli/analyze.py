@@ -148,3 +148,86 @@ def relation_table(entry: dict):
         table.add_row(Text(name), f"{r['arcs']:,}", f"{r['to_head']:.1%}", f"{r['to_head_chance']:.1%}",
                       f"{r['from_head']:.1%}", f"{r['from_head_chance']:.1%}", f"{r['followed_share']:.1%}")
     return table
+
+
+@analyze_app.command("energy")
+def energy_command(
+    run: Path = typer.Argument(..., help="A run directory from `cn3 train` with model.encoder: cn3."),
+    split: Split = typer.Option(Split.dev, "--split", help="Split of the run's prepared dataset."),
+    limit: int = typer.Option(None, "--limit", "-n", min=1, help="At most this many items, evenly spread over "
+                              "the split (as data.limit)."),
+    out: Path = typer.Option(None, "--out", "-o", file_okay=False, help="Also write DIR/energy.json."),
+    device: Device = typer.Option(Device.auto, "--device"),
+) -> None:
+    """Why is the learned graph a star? CN3's energy s_ik = u^T tanh(z_ik) taken apart, per layer and head.
+
+    A softmax over k ignores what is added to a whole row, so only the key's main effect (the same
+    for every word i) and the query-key interaction shape the weights. The query share is the
+    interaction's part of that variance: 0 = every word reads alike (static attention). Where tanh
+    is near-linear the energy is a row term plus a column term (plus the edge term), so without
+    edge attributes the query can matter only through tanh's curvature: the table shows how much
+    of z sits in tanh's near-linear and saturated ranges, and how large the query, key and edge
+    terms are. Each column is measured twice: the trained model, and the same model with its
+    encoder re-initialised with the run's seed (its published init; same word vectors), so a
+    star learned in training is told from one the init starts with.
+
+    Examples:
+
+        cn3 analyze energy runs/trec-cn3-seed1
+
+        cn3 analyze energy runs/sick-cn3-seed1 --limit 500 --out analysis/sick-cn3-seed1
+    """
+    from cn3.analysis.energy import ENERGY_STATISTICS, analyze_energy, graph_layers, reinitialised
+    from cn3.run_dir import RunDir
+    from cn3.runtime import resolve_device
+    from cn3.trainer import load_model
+    from data_prep.atomic import atomic_write_json
+    from data_prep.dataset import load_prepared
+
+    with user_errors():
+        dev = resolve_device(device.value)
+        loaded = load_model(RunDir(run), dev)
+        graph_layers(loaded.model)  # before reading any data: a run without CN3 layers fails at once
+        prepared = _prepared_dir(loaded)
+        ds = load_prepared(prepared)
+        if split.value not in ds.splits:
+            raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
+        dataset = ds.splits[split.value].spread(limit) if limit else ds.splits[split.value]
+        with console.status("measuring the trained energies"):
+            trained = analyze_energy(loaded.model, dataset, dev).summary()
+        with console.status("measuring the energies at initialisation"):
+            init = analyze_energy(reinitialised(loaded.model, loaded.config.train.seed), dataset, dev).summary()
+    console.print(f"[bold]{loaded.manifest['task']} · cn3 · {split.value}[/] ({len(dataset):,} items)")
+    console.print(energy_table(trained, init, ENERGY_STATISTICS))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "energy.json", {"run": str(run), "task": loaded.manifest["task"], "split": split.value,
+                                                "items": len(dataset), "statistics": ENERGY_STATISTICS,
+                                                "trained": trained, "init": init})
+        console.print(f"wrote {out / 'energy.json'}", markup=False)
+
+
+def energy_table(trained: list[dict], init: list[dict], statistics: dict[str, str]):
+    """Statistics (rows) x (layer, head) x (trained, init) (columns): means over sentences."""
+    from rich.table import Table
+
+    table = Table(title="CN3 energies: means over sentences (trained | at init)")
+    table.add_column("statistic")
+    multi_head = any(entry["head"] > 1 for entry in trained)
+    for entry in trained:
+        name = f"layer {entry['layer']}" + (f" head {entry['head']}" if multi_head else "")
+        table.add_column(f"{name}\ntrained", justify="right")
+        table.add_column(f"{name}\ninit", justify="right")
+    for name, what in statistics.items():
+        cells = []
+        for t, i in zip(trained, init):
+            cells += [_energy_cell(name, t["stats"].get(name)), _energy_cell(name, i["stats"].get(name))]
+        if any(cell != "-" for cell in cells):
+            table.add_row(what, *cells)
+    return table
+
+
+def _energy_cell(name: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1%}" if name.endswith("share") else f"{value:.3f}"

@@ -270,3 +270,18 @@ def test_encoder_without_attention_weights(runs):
     assert result.exit_code == 1 and "Traceback" not in result.output
     out = " ".join(result.output.split())
     assert "'nbow', which returns no attention weights" in out and "cn3, transformer, hybrid, local" in out
+
+
+def test_analyze_energy_trained_and_at_init(runs, tmp_path):
+    result = runner.invoke(app, ["analyze", "energy", str(runs["cn3"]), "--split", "test", "--limit", "20", "--out", str(tmp_path),
+                                 "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "query share" in result.output and "trained" in result.output and "init" in result.output
+    record = json.loads((tmp_path / "energy.json").read_text())
+    assert record["items"] == 20 and len(record["trained"]) == len(record["init"]) == 1
+    trained, init = record["trained"][0]["stats"], record["init"][0]["stats"]
+    assert 0 <= trained["query_share"] <= 1 and trained["linear_share"] + trained["saturated_share"] <= 1
+    assert init["energy_spread"] != trained["energy_spread"]  # the re-initialised encoder is another model
+    result = runner.invoke(app, ["analyze", "energy", str(runs["local"]), "--device", "cpu"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "no CN3 graph layers" in " ".join(result.output.split())
