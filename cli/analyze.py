@@ -29,6 +29,8 @@ def graphs_command(
                                "weights (cn3, transformer, hybrid, local, lstm_san, onlstm_san, selfatt1, selfatt2)."),
     split: Split = typer.Option(Split.dev, "--split", help="Split of the run's prepared dataset."),
     layer: int = typer.Option(None, "--layer", "-l", help="Only this attention layer (1-based); default: all."),
+    heads: bool = typer.Option(False, "--heads", help="Also each energy head of a CN3 run with model.energy_heads "
+                               "> 1 (a column per head after its layer, whose weights are the heads' mean)."),
     limit: int = typer.Option(None, "--limit", "-n", min=1, help="At most this many items, evenly spread over "
                               "the split (as data.limit)."),
     out: Path = typer.Option(None, "--out", "-o", file_okay=False, help="Also write DIR/graphs.json (every number, "
@@ -72,7 +74,7 @@ def graphs_command(
         dataset = ds.splits[split.value]
         if limit:
             dataset = dataset.spread(limit)
-        stats, n_layers = analyze_graphs(loaded.model, dataset, encoder, dev, layer)
+        stats, n_layers = analyze_graphs(loaded.model, dataset, encoder, dev, layer, per_head=heads)
         has_trees = "a.head" in dataset.t
         summary = stats.summary(ds.vocabs["rel"].itos if has_trees else None)
     notes = analysis_notes(encoder, kind, loaded.config.model.heads, local_windows(loaded.model), ds.level == "pair")
@@ -111,11 +113,12 @@ def statistics_table(summary: list[dict]):
     from rich.table import Table
 
     from cn3.analysis import STATISTICS
+    from cn3.analysis.graphs import layer_label
 
     table = Table(title="attention graphs: means over sentences")
     table.add_column("statistic")
     for entry in summary:
-        table.add_column(f"layer {entry['layer']}", justify="right")
+        table.add_column(layer_label(entry), justify="right")
     for name, what in STATISTICS.items():
         if not any(name in entry["stats"] for entry in summary):
             continue
@@ -137,10 +140,12 @@ def relation_table(entry: dict):
     from rich.table import Table
     from rich.text import Text
 
+    from cn3.analysis.graphs import layer_label
+
     relations = entry["relations"]
     shown = list(relations)[:TABLE_RELATIONS]
     more = f" ({len(shown)} of {len(relations)} relations; all in graphs.json)" if len(relations) > len(shown) else ""
-    table = Table(title=f"layer {entry['layer']}: arcs followed, per relation{more}")
+    table = Table(title=f"{layer_label(entry)}: arcs followed, per relation{more}")
     for col in ("relation", "arcs", "dependent -> head", "chance", "head -> dependent", "chance", "of followed"):
         table.add_column(col, justify="left" if col == "relation" else "right")
     for name in shown:

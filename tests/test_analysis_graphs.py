@@ -178,7 +178,8 @@ def _small_trec(data_root: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, data_root, one_thread):
-    """Tiny runs: CN3, selfatt1 and NBoW on spaCy-parsed questions, local attention on unparsed ones."""
+    """Tiny runs: CN3 (one and two energy heads), selfatt1 and NBoW on spaCy-parsed questions, local
+    attention on unparsed ones."""
     from cn3.resolve import resolve_config
     from cn3.trainer import train
     from data_prep.prepare import PrepareSettings, prepare
@@ -190,7 +191,8 @@ def runs(tmp_path_factory, data_root, one_thread):
     out = {}
     local = ["model.encoder=local", "model.graph_layers=2", "model.hybrid.layers=1"]  # layer 1 local, layer 2 global
     for name, prepared, extra in (("cn3", parsed, []), ("selfatt1", parsed, ["model.encoder=selfatt1"]),
-                                  ("nbow", parsed, ["model.encoder=nbow"]), ("local", plain, local)):
+                                  ("nbow", parsed, ["model.encoder=nbow"]), ("local", plain, local),
+                                  ("heads", parsed, ["model.energy_heads=2"])):
         cfg = resolve_config("trec", None, {"data.prepared": prepared}, [*TINY, *extra])
         train(cfg, tmp / name, device_name="cpu")
         out[name] = tmp / name
@@ -285,3 +287,24 @@ def test_analyze_energy_trained_and_at_init(runs, tmp_path):
     result = runner.invoke(app, ["analyze", "energy", str(runs["local"]), "--device", "cpu"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "no CN3 graph layers" in " ".join(result.output.split())
+
+
+def test_per_head_statistics(runs, tmp_path):
+    result = analyze(runs["heads"], "--heads", "--out", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "layer 1 head 1" in result.output and "layer 1 head 2" in result.output
+    layers = json.loads((tmp_path / "graphs.json").read_text())["layers"]
+    assert [(e["layer"], e.get("head")) for e in layers] == [(1, None), (1, 1), (1, 2)]
+    assert all(e["sentences"] == layers[0]["sentences"] for e in layers)
+    # the layer's weights are the heads' mean: its mean entropy is at least the heads' mean entropy (concavity)
+    assert layers[0]["stats"]["entropy"]["mean"] >= min(e["stats"]["entropy"]["mean"] for e in layers[1:]) - 1e-9
+    result = analyze(runs["cn3"], "--heads")
+    assert result.exit_code == 1 and "model.energy_heads > 1" in " ".join(result.output.split())
+
+
+def test_heads_follow_their_layer_in_the_summary():
+    stats = GraphStatistics()
+    star = sentence_statistics(one_hot([0, 0, 0]))
+    for layer, head in ((1, 1), (0, None), (1, None), (0, 1), (0, 0)):
+        stats.add(layer, star, head=head)
+    assert [(e["layer"], e.get("head")) for e in stats.summary()] == [(1, None), (1, 1), (1, 2), (2, None), (2, 2)]

@@ -77,7 +77,7 @@ def _tree(dataset, side: str, i: int) -> tuple[np.ndarray, np.ndarray] | tuple[N
 
 
 def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: int | None = None,
-                   batch_size: int = 128) -> tuple[GraphStatistics, int]:
+                   batch_size: int = 128, per_head: bool = False) -> tuple[GraphStatistics, int]:
     """The statistics of every sentence's attention in ``dataset`` (both sides of a pair).
 
     Args:
@@ -86,6 +86,8 @@ def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: in
             give the tree statistics.
         encoder: the run's ``model.encoder`` (:func:`attention_kind`).
         layer: only this layer (1-based); default: all.
+        per_head: also each energy head of a CN3 model with ``energy_heads > 1``
+            (``info["head_alphas"]``); a ConfigError for any other model.
 
     Returns:
         the aggregate and the model's number of attention layers.
@@ -107,15 +109,27 @@ def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: in
                                   f"layer{'s' * (n_layers != 1)} (1..{n_layers})")
             chosen = range(n_layers) if layer is None else [layer - 1]
             weights = {l: alphas[l].float().cpu().numpy() for l in chosen}  # (B, rows, N) each
+            heads = _head_weights(info, chosen) if per_head else {}  # l -> (B, H, N, N)
             ptr = dataset.t[f"{side}.ptr"]
             for row, i, _ in rows:
                 n = int(ptr[i + 1] - ptr[i])
-                heads, deprels = _tree(dataset, side, i)
+                tree, deprels = _tree(dataset, side, i)
                 for l in chosen:
                     A = weights[l][row, : (n if kind != "annotation" else None), :n].astype(np.float64)
                     keys = _keys(kind, n, windows[l] if l < len(windows) else None)
-                    stats.add(l, sentence_statistics(A, kind != "annotation", heads, deprels, keys))
+                    stats.add(l, sentence_statistics(A, kind != "annotation", tree, deprels, keys))
+                    for h, head_weights in enumerate(heads.get(l, ())):
+                        A = head_weights[row, :n, :n].astype(np.float64)
+                        stats.add(l, sentence_statistics(A, True, tree, deprels, keys), head=h)
     return stats, n_layers
+
+
+def _head_weights(info: dict, chosen) -> dict[int, list[np.ndarray]]:
+    """Layer -> its energy heads' weights ``[(B, N, N)] * H`` from a CN3 encoder's ``info``."""
+    if "head_alphas" not in info:
+        raise ConfigError("per-head statistics need a CN3 run with model.energy_heads > 1 (its info[\"head_alphas\"]); "
+                          "the other encoders return their heads' mean only")
+    return {l: list(info["head_alphas"][l].float().cpu().numpy().transpose(1, 0, 2, 3)) for l in chosen}
 
 
 def analysis_notes(encoder: str, kind: str, heads: int, windows: list[int | None], pair: bool) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cn3.analysis.graphs import HUB_BINS
+from cn3.analysis.graphs import HUB_BINS, layer_label
 
 #: distances drawn one by one in the histogram; longer ones share the last bar.
 MAX_DISTANCE = 12
@@ -50,7 +50,7 @@ def _bars(ax, values: list[np.ndarray], labels: list[str], horizontal: bool = Fa
 
 def _hub_panel(ax, layers: list[dict]) -> None:
     counts = [np.asarray(entry["hub_share_histogram"], dtype=float) for entry in layers]
-    x = _bars(ax, [c / max(c.sum(), 1.0) for c in counts], [f"layer {e['layer']}" for e in layers])
+    x = _bars(ax, [c / max(c.sum(), 1.0) for c in counts], [layer_label(e) for e in layers])
     edges = np.linspace(0.0, 1.0, HUB_BINS + 1)
     ax.set_xticks(x, [f"{lo:.1f}" for lo in edges[:-1]], fontsize=8)
     ax.set_xlabel("hub share of the sentence (bin start; 1.0 = a star)", fontsize=9)
@@ -67,7 +67,7 @@ def _distance_panel(ax, layers: list[dict]) -> None:
         head[: min(counts.size, MAX_DISTANCE + 1)] = counts[: MAX_DISTANCE + 1]
         head[-1] = counts[MAX_DISTANCE + 1:].sum()
         values.append(head / max(counts.sum(), 1.0))
-    x = _bars(ax, values, [f"layer {e['layer']}" for e in shown])
+    x = _bars(ax, values, [layer_label(e) for e in shown])
     ax.set_xticks(x, [str(d) for d in range(MAX_DISTANCE + 1)] + [f">{MAX_DISTANCE}"], fontsize=8)
     ax.set_xlabel("|i - argmax_k alpha_ik| (0 = the word itself)", fontsize=9)
     ax.set_ylabel("fraction of words", fontsize=9)
@@ -78,7 +78,7 @@ def _relation_panel(ax, layers: list[dict]) -> None:
     shown = [e for e in layers if "relations" in e]
     names = list(shown[0]["relations"])[:MAX_RELATIONS]  # the same arcs in every layer: the most frequent
     rates = [np.array([e["relations"].get(r, {}).get("to_head", 0.0) for r in names]) for e in shown]
-    y = _bars(ax, rates, [f"layer {e['layer']}" for e in shown], horizontal=True)
+    y = _bars(ax, rates, [layer_label(e) for e in shown], horizontal=True)
     chance = [shown[0]["relations"][r]["to_head_chance"] for r in names]
     ax.scatter(chance, y, marker="|", s=160, color="black", label="chance", zorder=3)
     ax.set_yticks(y, [f"{r} ({shown[0]['relations'][r]['arcs']})" for r in names], fontsize=8)

@@ -322,12 +322,12 @@ class GraphStatistics:
     """
 
     def __init__(self) -> None:
-        self.layers: dict[int, _LayerTotals] = {}
+        self.layers: dict[tuple[int, int | None], _LayerTotals] = {}
 
-    def add(self, layer: int, s: SentenceStatistics) -> None:
-        """Add one sentence's statistics of ``layer`` (0-based); one without any (``rows == 0``:
-        a single word) is only counted as skipped."""
-        t = self.layers.setdefault(layer, _LayerTotals())
+    def add(self, layer: int, s: SentenceStatistics, head: int | None = None) -> None:
+        """Add one sentence's statistics of ``layer`` (0-based), or of one ``head`` (0-based) of it;
+        one without any (``rows == 0``: a single word) is only counted as skipped."""
+        t = self.layers.setdefault((layer, head), _LayerTotals())
         if s.rows == 0:
             t.skipped += 1
             return
@@ -341,7 +341,8 @@ class GraphStatistics:
             t.relations.setdefault(rel, ArcCounts()).add(counts)
 
     def summary(self, relation_names: list[str] | None = None) -> list[dict]:
-        """One JSON-ready dict per layer (1-based ``layer``), in layer order.
+        """One JSON-ready dict per layer (1-based ``layer``), in layer order; a layer's heads, when
+        added, follow it (1-based ``head``).
 
         ``sentences``/``rows``: what was measured, ``skipped``: sentences without any statistic;
         ``stats``: name -> ``{"mean", "sentences"}``; ``hub_share_histogram``: sentences per
@@ -350,12 +351,12 @@ class GraphStatistics:
         frequent first (absent without trees). ``relation_names``: the ``rel`` vocabulary.
         """
         out = []
-        for layer in sorted(self.layers):
-            t = self.layers[layer]
+        for layer, head in sorted(self.layers, key=lambda key: (key[0], -1 if key[1] is None else key[1])):
+            t = self.layers[(layer, head)]
             stats = {name: {"mean": float(np.mean(t.values[name])), "sentences": len(t.values[name])}
                      for name in STATISTICS if name in t.values}
             hubs = np.histogram(t.values.get("hub_share", []), bins=HUB_BINS, range=(0.0, 1.0))[0]
-            entry = {"layer": layer + 1, "sentences": t.sentences, "rows": t.rows, "skipped": t.skipped,
+            entry = {"layer": layer + 1, **({} if head is None else {"head": head + 1}), "sentences": t.sentences, "rows": t.rows, "skipped": t.skipped,
                      "stats": stats, "hub_share_histogram": hubs.tolist()}
             if t.distances:
                 entry["argmax_distance"] = [t.distances.get(d, 0) for d in range(max(t.distances) + 1)]
@@ -363,6 +364,11 @@ class GraphStatistics:
                 entry["relations"] = relation_table(t.relations, relation_names)
             out.append(entry)
         return out
+
+
+def layer_label(entry: dict) -> str:
+    """``layer L`` or ``layer L head h`` for a :meth:`GraphStatistics.summary` entry."""
+    return f"layer {entry['layer']}" + (f" head {entry['head']}" if "head" in entry else "")
 
 
 def relation_table(relations: dict[int, ArcCounts], names: list[str] | None = None) -> dict[str, dict]:
