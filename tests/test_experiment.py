@@ -82,6 +82,29 @@ def test_cells_are_named_and_placed_by_their_coordinates(tmp_path):
     assert cell.command(2, resume=False)[:6] == ["train", "--task", "trec", "--seed", "7", "--run-dir"]
 
 
+def test_a_budget_may_resize_one_task_more_than_another(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", tasks=["trec", "sick", "conll2000"],
+                                budgets={"cpu": {"set": {"train.epochs": 10},
+                                                 "tasks": {"trec": None, "sick": {"train.epochs": 3}}}}))
+    cells = spec.cells(tmp_path, "cpu", {"variant": {"nbow"}, "seed": {"1"}})
+    assert [(c.task, c.overrides) for c in cells] == [("trec", ("model.encoder=nbow", "train.epochs=10")),
+                                                      ("sick", ("model.encoder=nbow", "train.epochs=3"))]
+    with pytest.raises(ConfigError, match="budgets.cpu.tasks.sick: expected a mapping"):
+        load_spec(write_spec(tmp_path / "t.yaml", tasks=["trec", "sick"], budgets={"cpu": {"tasks": {"sick": 3}}}))
+    with pytest.raises(ConfigError, match="budgets.cpu.tasks: 'mr' is not a task of the spec"):
+        load_spec(write_spec(tmp_path / "u.yaml", budgets={"cpu": {"tasks": {"mr": {}}}}))
+
+
+def test_a_budget_may_narrow_the_variants_but_keeps_the_baseline(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", variants={"lstm": {"model.encoder": "lstm"}, "nbow": {
+        "model.encoder": "nbow"}, "cnn": {"model.encoder": "cnn"}}, budgets={"cpu": {"variants": ["cnn", "lstm"]}}))
+    assert [c.variant for c in spec.cells(tmp_path, "cpu", {"seed": {"1"}})] == ["lstm", "cnn"]  # the spec's order
+    with pytest.raises(ConfigError, match="budgets.cpu.variants leaves out the baseline 'lstm'"):
+        load_spec(write_spec(tmp_path / "t.yaml", budgets={"cpu": {"variants": ["nbow"]}}))
+    with pytest.raises(ConfigError, match="budgets.cpu.variants: 'gru' is not a variant"):
+        load_spec(write_spec(tmp_path / "u.yaml", budgets={"cpu": {"variants": ["lstm", "gru"]}}))
+
+
 def test_only_filters_parse():
     from cli.experiment import parse_only
 

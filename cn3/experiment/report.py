@@ -238,10 +238,18 @@ def plot(spec: ExperimentSpec, columns: dict[str, TaskColumn], path: Path) -> No
     plt.close(fig)
 
 
+def _gridded(spec: ExperimentSpec, cells: list[Cell]) -> ExperimentSpec:
+    """``spec`` with only the variants that have cells in this grid (a budget's or ``--only``'s
+    selection), in the spec's order: the tables get no empty rows."""
+    present = {cell.variant for cell in cells}
+    return dataclasses.replace(spec, variants={v: o for v, o in spec.variants.items() if v in present})
+
+
 def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path | None = None,
            resamples: int = 10_000) -> tuple[str, dict]:
     """Collect, test and render; with ``out`` also write ``report.{md,csv,tex}``, ``report.json`` and
     ``report.png`` there. Returns the rendered table and the JSON record."""
+    spec = _gridded(spec, cells)
     columns = collect(cells)
     significance(spec, columns, resamples)
     text = render(spec, columns, fmt)
@@ -529,6 +537,7 @@ def report_by(spec: ExperimentSpec, cells: list[Cell], by: str, fmt: str = "md",
               out: Path | None = None) -> tuple[str, dict]:
     """The grid's scores per group of items (``--by FIELD``); with ``out`` also write
     ``by-<field>.{md,csv,tex,json,png}`` there. Returns the rendered table and the JSON record."""
+    spec = _gridded(spec, cells)
     grouped = collect_grouped(collect(cells), by)
     text = render_grouped(spec, grouped, fmt)
     record = {"spec": spec.name, "by": by, "note": BY_NOTE,

@@ -13,6 +13,7 @@
     set: {train.num_threads: 1}    # overrides for every cell (optional)
     budgets:                       # optional: --budget NAME applies these on top
       smoke: {set: {data.limit: 100, train.max_steps: 5}, tasks: [trec], seeds: [1, 2]}
+      cpu: {set: {train.epochs: 10}, tasks: {trec: {}, sst2: {train.epochs: 3}}, variants: [lstm]}
     references:                    # optional: the paper's numbers, task -> variant -> number (null = none)
       trec: {lstm: 93.2}
 
@@ -20,8 +21,9 @@ A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k
 `cn3 nmt train` with the default NMT config); both kinds mix in one spec. Cell ``(task, variant,
 seed)`` trains into ``OUT/<name>[-<budget>]/<task>/<variant>/seed<S>``: the path is a function of
 the cell, so a re-run finds what is done. Overrides apply in the order: the task's tuned config,
-``set``, the task's own overrides, the variant's, and last the budget's ``set`` (a budget resizes
-every cell, whatever its variant).
+``set``, the task's own overrides, the variant's, the budget's ``set`` (a budget resizes every
+cell, whatever its variant), and last the budget's overrides for the cell's task (a task whose
+epochs cost ten times another's gets fewer of them).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 #: the task name of translation cells (`cn3 nmt train` on Multi30k)
 TRANSLATION_TASK = "multi30k"
 SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references"}
-BUDGET_KEYS = {"set", "tasks", "seeds", "description"}
+BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description"}
 
 
 @dataclass(frozen=True)
@@ -95,25 +97,28 @@ class ExperimentSpec:
     def cells(self, out: Path, budget: str | None = None, only: dict[str, set[str]] | None = None) -> list[Cell]:
         """Every cell, tasks outermost then variants then seeds (the order they run in).
 
-        ``budget``: a name of ``budgets`` (its ``tasks``/``seeds`` narrow the grid, its ``set`` adds
-        overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}`` filters (``--only``).
+        ``budget``: a name of ``budgets`` (its ``tasks``/``variants``/``seeds`` narrow the grid, its
+        ``set`` and per-task overrides add overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}`` filters (``--only``).
         """
-        extra, tasks, seeds = {}, list(self.tasks), list(self.seeds)
+        extra, tasks, seeds, task_extra, variants = {}, list(self.tasks), list(self.seeds), {}, self.variants
         if budget is not None:
             if budget not in self.budgets:
                 raise ConfigError(f"{self.path}: no budget {budget!r} (it has: {', '.join(self.budgets) or 'none'})")
             b = self.budgets[budget]
-            extra, tasks, seeds = b.get("set", {}), b.get("tasks", tasks), b.get("seeds", seeds)
+            extra, seeds = b.get("set", {}), b.get("seeds", seeds)
+            task_extra = b.get("tasks", {task: {} for task in tasks})
+            tasks = list(task_extra)
+            variants = {v: o for v, o in self.variants.items() if v in b.get("variants", self.variants)}
         only = only or {}
         base = self.directory(out, budget)
         cells = []
         for task in tasks:
-            for variant, overrides in self.variants.items():
+            for variant, overrides in variants.items():
                 for seed in seeds:
                     coords = {"task": task, "variant": variant, "seed": str(seed)}
                     if any(coords[k] not in allowed for k, allowed in only.items()):
                         continue
-                    merged = {**self.set, **self.tasks[task], **overrides, **extra}
+                    merged = {**self.set, **self.tasks[task], **overrides, **extra, **task_extra.get(task, {})}
                     texts = tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
                     cells.append(Cell(task, variant, int(seed), texts, base / task / variant / f"seed{seed}"))
         return cells
@@ -190,9 +195,22 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     for name, budget in budgets.items():
         _check_keys(budget, BUDGET_KEYS, f"{path}: budgets.{name}")
         budget["set"] = _mapping(budget.get("set"), f"{path}: budgets.{name}.set")
-        for task in budget.get("tasks", []):
+        if "tasks" in budget:  # a list, or a mapping task -> overrides for that task under this budget
+            listed = budget["tasks"]
+            listed = {t: {} for t in listed} if isinstance(listed, list) else _mapping(listed, f"{path}: budgets.{name}.tasks")
+            budget["tasks"] = {str(t): _mapping(o, f"{path}: budgets.{name}.tasks.{t}") for t, o in listed.items()}
+        for task in budget.get("tasks", {}):
             if task not in tasks:
                 raise ConfigError(f"{path}: budgets.{name}.tasks: '{task}' is not a task of the spec")
+        if "variants" in budget:
+            if not isinstance(budget["variants"], list):
+                raise ConfigError(f"{path}: budgets.{name}.variants must be a list of variants, got {budget['variants']!r}")
+            for variant in budget["variants"]:
+                if variant not in variants:
+                    raise ConfigError(f"{path}: budgets.{name}.variants: '{variant}' is not a variant of the spec")
+            if data["baseline"] not in budget["variants"]:
+                raise ConfigError(f"{path}: budgets.{name}.variants leaves out the baseline '{data['baseline']}', "
+                                  "which every other variant is tested against")
     references = _mapping(data.get("references"), f"{path}: references")
     for task, row in references.items():
         for variant in _mapping(row, f"{path}: references.{task}"):
