@@ -1,4 +1,6 @@
-"""ON-LSTM (Shen et al., 2019): cumax, master-gate order, a step-by-step reference, padding."""
+"""ON-LSTM (Shen et al., 2019): cumax, master-gate order, a step-by-step reference, padding; the scan
+with its hand-written backward against the previous step loop (literal values), against the step
+loop under autograd that the layer keeps for autocast, and against finite differences."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cn3.attention import padding_mask
-from cn3.layers.onlstm import ONLSTM, RecurrentStack, cumax, reverse_padded
+from cn3.layers.onlstm import ONLSTM, RecurrentStack, _ONLSTMScan, cumax, padding_start, reverse_padded
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -113,3 +115,136 @@ def test_bidirectional_backward_half_reads_right_to_left():
     out = stack(x, torch.ones(1, 5, dtype=torch.bool))
     ref_back, _, _ = reference_onlstm(stack.layers[0][1], x[0].flip(0))
     torch.testing.assert_close(out[0, :, 2:], ref_back.flip(0))
+
+
+def fixed(shape, phase: float) -> torch.Tensor:
+    """Deterministic values in [-1, 1] that do not depend on torch's random generator."""
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.arange(n, dtype=torch.float64) * 0.7 + phase).sin().view(shape)
+
+
+# Recorded once by running the layer as it was before the scan (the step loop under autograd, commit
+# 0a2b4a5) on the inputs of test_scan_matches_the_previous_step_loop_literally: per tensor,
+# (sum, sum of tensor * fixed(shape, 1.3)).
+PREVIOUS_STEP_LOOP = {
+    "out": (-0.9323119067688443, -0.6510441839115539),
+    "h": (-0.8554076176581867, 1.23288528261986),
+    "c": (-1.7322824476784358, 1.980742841496115),
+    "master": (29.353442921026637, 1.3094332717575672),
+    "x.grad": (0.29062846735373743, 0.7104084270608052),
+    "h0.grad": (1.4000752556217906, 0.572954737384288),
+    "c0.grad": (0.3239321766811232, 6.267621445227218),
+    "ih.weight.grad": (2.472763634294128, 0.08693772152386431),
+    "ih.bias.grad": (1.9971971129580737, -0.30381913526897714),
+    "hh.weight.grad": (-0.18420260941105482, 0.9379352078215213),
+}
+PREVIOUS_OUT_1_2 = [-0.2751887168057396, 0.028873026075873755, -0.2707507146881154, 0.11925258596054276,
+                    0.16237248398142468, 0.31968442377916517]
+
+
+def test_scan_matches_the_previous_step_loop_literally():
+    """Outputs, state, master gates and every gradient, with padding (a row of one real step) and an
+    initial state, equal what the previous implementation computed."""
+    layer = ONLSTM(4, 6, chunk_size=2).double()
+    with torch.no_grad():
+        layer.ih.weight.copy_(fixed(layer.ih.weight.shape, 0.1) * 0.8)
+        layer.ih.bias.copy_(fixed(layer.ih.bias.shape, 0.2) * 0.3)
+        layer.hh.weight.copy_(fixed(layer.hh.weight.shape, 0.3) * 0.6)
+    x = fixed((3, 5, 4), 0.4).requires_grad_()
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4])
+    h0 = (fixed((3, 6), 0.5) * 0.5).requires_grad_()
+    c0 = (fixed((3, 6), 0.6) * 0.5).requires_grad_()
+    out, (h, c), master = layer(x, mask, (h0, c0), return_master=True)
+    loss = sum((t * fixed(t.shape, 0.9)).sum() for t in (out, h, c, master))
+    loss.backward()
+    got = {"out": out, "h": h, "c": c, "master": master, "x.grad": x.grad, "h0.grad": h0.grad,
+           "c0.grad": c0.grad, "ih.weight.grad": layer.ih.weight.grad, "ih.bias.grad": layer.ih.bias.grad,
+           "hh.weight.grad": layer.hh.weight.grad}
+    for name, (total, weighted) in PREVIOUS_STEP_LOOP.items():
+        t = got[name].detach()
+        assert float(t.sum()) == pytest.approx(total, rel=1e-12, abs=1e-12), name
+        assert float((t * fixed(t.shape, 1.3)).sum()) == pytest.approx(weighted, rel=1e-12, abs=1e-12), name
+    torch.testing.assert_close(out[1, 2].detach(), torch.tensor(PREVIOUS_OUT_1_2, dtype=torch.float64),
+                               rtol=1e-13, atol=1e-13)
+
+
+def run_layer(layer, x, mask, state, return_master, step_loop: bool):
+    """Outputs and gradients (x, state, parameters) of the layer's scan or of its autograd step loop."""
+    x = x.clone().requires_grad_()
+    state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
+    layer.zero_grad(set_to_none=True)
+    if step_loop:
+        b, n, _ = x.shape
+        h, c = state if state is not None else (x.new_zeros(b, layer.hidden), x.new_zeros(b, layer.hidden))
+        res = layer._step_loop(x, *padding_start(mask, n, x.device), h, c, return_master)
+    else:
+        res = layer(x, mask, state, return_master=return_master)
+    tensors = [res[0], *res[1]] + ([res[2]] if return_master else [])
+    generator = torch.Generator().manual_seed(7)
+    sum(((t * torch.randn(t.shape, generator=generator, dtype=t.dtype)).sum() for t in tensors)).backward()
+    grads = [x.grad] + ([] if state is None else [s.grad for s in state]) + [p.grad for p in layer.parameters()]
+    return [t.detach() for t in tensors] + grads
+
+
+@pytest.mark.parametrize("padding", ["none", "right", "left", "all_full", "empty_row"])
+@pytest.mark.parametrize("with_state, return_master", [(False, False), (True, True)])
+def test_scan_equals_the_autograd_step_loop(padding, with_state, return_master):
+    torch.manual_seed(5)
+    b, n = 4, 7
+    layer = ONLSTM(5, 16, chunk_size=4)
+    x = torch.randn(b, n, 5)
+    lengths = torch.tensor([7, 4, 6, 1])
+    mask = {"none": None, "right": padding_mask(lengths, n), "left": padding_mask(lengths, n).flip(1),
+            "all_full": torch.ones(b, n, dtype=torch.bool),
+            "empty_row": padding_mask(torch.tensor([7, 0, 3, 5]), n)}[padding]
+    state = (torch.randn(b, 16), torch.randn(b, 16)) if with_state else None
+    scan = run_layer(layer, x, mask, state, return_master, step_loop=False)
+    loop = run_layer(layer, x, mask, state, return_master, step_loop=True)
+    assert len(scan) == len(loop)
+    for a, b_ in zip(scan, loop):
+        torch.testing.assert_close(a, b_, rtol=1e-5, atol=1e-6)
+
+
+def test_scan_backward_against_finite_differences():
+    torch.manual_seed(6)
+    n, b, nc, cs = 5, 3, 3, 2
+    hid = nc * cs
+    width = 2 * nc + 4 * hid
+    pre = torch.randn(n, b, width, dtype=torch.float64, requires_grad=True)
+    weight = (0.5 * torch.randn(width, hid, dtype=torch.float64)).requires_grad_()
+    h0 = torch.randn(b, hid, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(b, hid, dtype=torch.float64, requires_grad=True)
+    keep = padding_mask(torch.tensor([5, 2, 4]), n)
+    for mask, full in ((None, n), (keep, 2)):
+        assert torch.autograd.gradcheck(
+            lambda *args: _ONLSTMScan.apply(*args, mask, full, nc, True), (pre, weight, h0, c0))
+
+
+def test_inference_and_training_forward_agree():
+    torch.manual_seed(8)
+    layer = ONLSTM(6, 8, chunk_size=2)
+    x = torch.randn(3, 6, 6)
+    mask = padding_mask(torch.tensor([6, 3, 5]), 6)
+    out, (h, c) = layer(x, mask)
+    with torch.no_grad():
+        out_eval, (h_eval, c_eval) = layer(x, mask)
+    torch.testing.assert_close(out_eval, out.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(h_eval, h.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(c_eval, c.detach(), rtol=0, atol=0)
+
+
+def test_autocast_runs_the_step_loop_close_to_fp32():
+    torch.manual_seed(9)
+    layer = ONLSTM(16, 16, chunk_size=4)
+    x = torch.randn(3, 6, 16, requires_grad=True)
+    mask = padding_mask(torch.tensor([6, 2, 4]), 6)
+    reference, _ = layer(x, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, (h, c) = layer(x, mask)
+    out.float().sum().backward()
+    torch.testing.assert_close(out.float(), reference.detach(), rtol=0.05, atol=0.05)
+    assert (out[1, 2:] == 0).all()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
+               for p in layer.parameters())

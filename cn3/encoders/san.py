@@ -72,7 +72,7 @@ class SelfAttentionEncoder(nn.Module):
         if self.proj is not None:
             x = self.proj(x)  # (B, N, d)
         if self.positions:
-            x = x + sinusoidal_positions(x.shape[1], self.d).to(x)
+            x = x + sinusoidal_positions(x.shape[1], self.d, x.device).to(x.dtype)
             x = nn.functional.dropout(x, self.dropout, self.training)
         gates, alphas = [], []
         keep = not self.training

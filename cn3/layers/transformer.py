@@ -159,11 +159,13 @@ class DecoderLayer(nn.Module):
         return self._sublayer(x, 2, self.ffn)
 
 
-def sinusoidal_positions(n: int, d: int) -> Tensor:
-    """``(n, d)`` sinusoidal position encodings (sin on even, cos on odd units)."""
-    position = torch.arange(n, dtype=torch.float32)[:, None]
-    rate = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
-    table = torch.zeros(n, d)
+def sinusoidal_positions(n: int, d: int, device: torch.device | str | None = None) -> Tensor:
+    """``(n, d)`` float32 sinusoidal position encodings (sin on even, cos on odd units), made on
+    ``device`` (an encoder adding them in every forward makes them where its input lives: no
+    host-to-device copy per batch)."""
+    position = torch.arange(n, dtype=torch.float32, device=device)[:, None]
+    rate = torch.exp(torch.arange(0, d, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d))
+    table = torch.zeros(n, d, device=device)
     table[:, 0::2] = torch.sin(position * rate)
     table[:, 1::2] = torch.cos(position * rate)[:, : d // 2]
     return table

@@ -60,11 +60,11 @@ class CRFHead(nn.Module):
         return -self.crf(self.emissions(h), tags, mask=self._check_mask(mask), reduction="mean")
 
     def decode(self, h: Tensor, mask: Tensor) -> Tensor:
-        paths = self.crf.decode(self.emissions(h), mask=self._check_mask(mask))
-        pred = torch.zeros(mask.shape, dtype=torch.long, device=h.device)
+        paths = self.crf.decode(self.emissions(h), mask=self._check_mask(mask))  # Python lists
+        pred = torch.zeros(mask.shape, dtype=torch.long)  # filled on the host, then one copy (not one per sentence)
         for i, path in enumerate(paths):
-            pred[i, : len(path)] = torch.tensor(path, device=h.device)
-        return pred
+            pred[i, : len(path)] = torch.tensor(path, dtype=torch.long)
+        return pred.to(h.device)
 
 
 class PooledClassifier(nn.Module):

@@ -82,7 +82,8 @@ class Seq2Seq(nn.Module):
     def _embed(self, emb: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
         n = tokens.shape[1]
         if offset + n > self.positions.shape[0]:  # longer than max_positions: grow the table
-            self.positions = sinusoidal_positions(2 * (offset + n), self.cfg.d_model).to(self.positions)
+            self.positions = sinusoidal_positions(2 * (offset + n), self.cfg.d_model,
+                                                  self.positions.device).to(self.positions.dtype)
         x = emb(tokens) * self.scale + self.positions[offset : offset + n]
         return F.dropout(x, self.cfg.dropout, self.training)
 
