@@ -9,45 +9,67 @@ dominating the first epochs (as ``tf.train.ExponentialMovingAverage`` with ``num
 
 from __future__ import annotations
 
+import copy
+import itertools
+
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel
 
 
-def make_ema(model: nn.Module, decay: float) -> AveragedModel | None:
+class WeightAverage:
+    """The moving average of a model's parameters and buffers; ``module`` is the averaged copy of
+    the model, the one to evaluate.
+
+    The number of updates is counted on the host (``updates``), so an update only queues work on
+    the device and never waits for it (``torch.optim.swa_utils.AveragedModel`` keeps that count
+    in a tensor it reads twice per update).
+    """
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.module = copy.deepcopy(model)
+        self.decay = decay
+        self.updates = 0
+
+    @torch.no_grad()
+    def update_parameters(self, model: nn.Module) -> None:
+        """Average in ``model``'s current weights (after every optimiser step); the first update
+        copies them."""
+        t = self.updates
+        weight = 1.0 - min(self.decay, (1 + t) / (10 + t))  # 1 - d_t; lerp_ rounds it to the weights' dtype
+        for avg, cur in zip(_tensors(self.module), _tensors(model), strict=True):
+            if t == 0:
+                avg.copy_(cur)
+            else:
+                avg.lerp_(cur, weight)
+        self.updates += 1
+
+
+def _tensors(model: nn.Module):
+    return itertools.chain(model.parameters(), model.buffers())
+
+
+def make_ema(model: nn.Module, decay: float) -> WeightAverage | None:
     """An averaged copy of ``model`` (``.module`` is the model to evaluate), or ``None`` if ``decay`` is 0.
 
     Call ``update_parameters(model)`` after every optimiser step; :func:`ema_state` and
     :func:`load_ema_state` checkpoint it.
     """
-    if decay == 0.0:
-        return None
-
-    @torch.no_grad()
-    def update(averaged: list[torch.Tensor], current: list[torch.Tensor], n_averaged: torch.Tensor) -> None:
-        # t = updates averaged so far (AveragedModel copies the weights at t = 0), kept a tensor:
-        # reading it into Python would wait for the GPU once per step
-        t = n_averaged.double()
-        weight = (1.0 - torch.clamp((1 + t) / (10 + t), max=decay)).to(averaged[0].dtype)
-        for avg, cur in zip(averaged, current):
-            avg.lerp_(cur, weight)
-
-    return AveragedModel(model, multi_avg_fn=update, use_buffers=True)
+    return WeightAverage(model, decay) if decay else None
 
 
-def ema_state(ema: AveragedModel | None, model: nn.Module) -> dict:
+def ema_state(ema: WeightAverage | None, model: nn.Module) -> dict:
     """Checkpoint entries besides ``model`` (which holds ``ema.module``'s weights, the ones evaluated):
     the raw weights training continues from, and the number of updates averaged."""
     if ema is None:
         return {"raw_model": None, "ema_updates": None}
-    return {"raw_model": model.state_dict(), "ema_updates": int(ema.n_averaged)}
+    return {"raw_model": model.state_dict(), "ema_updates": ema.updates}
 
 
-def load_ema_state(ckpt: dict, ema: AveragedModel | None, model: nn.Module) -> None:
+def load_ema_state(ckpt: dict, ema: WeightAverage | None, model: nn.Module) -> None:
     """Restore ``model`` (the raw weights) and ``ema`` from a checkpoint written with :func:`ema_state`."""
     if ema is None:
         model.load_state_dict(ckpt["model"])
         return
     model.load_state_dict(ckpt["raw_model"])
     ema.module.load_state_dict(ckpt["model"])
-    ema.n_averaged.fill_(ckpt["ema_updates"])
+    ema.updates = ckpt["ema_updates"]

@@ -35,7 +35,14 @@ class SideBatch:
         return self.mask.sum(1)
 
     def to(self, device) -> SideBatch:
-        return SideBatch(**{f.name: (v.to(device, non_blocking=True) if v is not None else None)
+        return self._map(lambda v: v.to(device, non_blocking=True))
+
+    def pin_memory(self) -> SideBatch:
+        """In page-locked memory (the batch loader's ``pin_memory``), for asynchronous copies to CUDA."""
+        return self._map(Tensor.pin_memory)
+
+    def _map(self, fn) -> SideBatch:
+        return SideBatch(**{f.name: (fn(v) if v is not None else None)
                             for f in fields(self) for v in [getattr(self, f.name)]})
 
 
@@ -50,8 +57,15 @@ class GraphBatch:
     index: Tensor
 
     def to(self, device) -> GraphBatch:
+        """On ``device`` (``index`` stays on the host): copies that do not wait for the device, and
+        overlap its work when the batch is pinned."""
         return GraphBatch(self.a.to(device), self.b.to(device) if self.b is not None else None,
-                          self.y.to(device), self.index)
+                          self.y.to(device, non_blocking=True), self.index)
+
+    def pin_memory(self) -> GraphBatch:
+        """In page-locked memory, but ``index``, which never leaves the host."""
+        return GraphBatch(self.a.pin_memory(), self.b.pin_memory() if self.b is not None else None,
+                          self.y.pin_memory(), self.index)
 
     def __len__(self) -> int:
         return self.y.shape[0]

@@ -1,11 +1,15 @@
-"""Length-bucketed batch orders, for every task (sentences by rows, translation by tokens).
+"""Length-bucketed batch orders, for every task (sentences by rows, translation by tokens), and the
+loader that collates them.
 
 A leaf module (no torch_geometric), so the translation side imports it without the graph stack.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 
 def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: int = 0,
@@ -46,3 +50,26 @@ def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: i
         perm = torch.randperm(len(batches), generator=generator).tolist()
         batches = [batches[i] for i in perm]
     return batches
+
+
+class _Indices(Dataset):
+    """A dataset whose items are their own indices: the loader hands each batch's index list to
+    ``collate`` whole (``__getitems__``), which gathers the batch from the store at once."""
+
+    def __getitems__(self, indices: list[int]) -> list[int]:
+        return indices
+
+
+def batch_loader(collate: Callable[[list[int]], object], batches: list[list[int]], workers: int = 0,
+                 pin_memory: bool = False) -> DataLoader:
+    """The batches ``collate(indices)`` builds on the host, in the order of ``batches``.
+
+    With ``workers > 0``, worker processes collate the next batches while the model trains on this
+    one; with ``pin_memory`` (CUDA) the batches arrive in page-locked memory, from which
+    ``.to(device, non_blocking=True)`` copies overlap compute. The order is that of ``batches`` (a
+    pure function of seed and epoch), and the loader's own generator seeds its workers, so the
+    global RNG streams that exact resume restores are not drawn from; ``collate`` must draw from
+    none either (it runs in the workers).
+    """
+    return DataLoader(_Indices(), batch_sampler=batches, collate_fn=collate, num_workers=workers,
+                      pin_memory=pin_memory, generator=torch.Generator())

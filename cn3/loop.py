@@ -17,6 +17,13 @@ Exact resume: each epoch's batch order is a pure function of ``(seed, epoch)``; 
 the weights, optimizer, every RNG stream, the epoch, the batches done in it and whether an
 evaluation was due, so ``--resume`` replays nothing and skips nothing, an interrupted evaluation
 included.
+
+The device is not waited for at every update: batches are collated by a ``DataLoader`` (in worker
+processes and pinned memory on CUDA, ``train.loader_workers``) and copied without blocking, the
+running loss is summed on the device (:class:`RunningLoss`), and nothing reads a tensor's value
+until a log line, an evaluation or the progress display needs the loss (``tests/test_host_sync.py``
+counts these waits). One wait per update remains under ``fp16``: ``GradScaler.step`` reads its
+inf/NaN check.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Literal, Protocol
 import torch
 
 import cn3
+import data_prep.console
+from cn3.bucketing import batch_loader
 from cn3.config import ConfigError
 from cn3.distributed import SINGLE, World, check_world_size, step_seed
 from cn3.run_dir import RunDir
@@ -65,6 +74,11 @@ class LoopConfig:
             scaling); ``fp16``: float16 autocast with a ``torch.amp.GradScaler`` (for GPUs without
             fast bf16, e.g. V100 and T4; it runs on CPU too, but slower than bf16 there). Dev and
             test scoring stay fp32.
+        loader_workers: processes that collate the next batches while the model trains on this
+            one (``torch.utils.data.DataLoader`` workers; on CUDA the batches also arrive in pinned
+            memory, so their copies to the GPU overlap its work). ``None`` = 2 on CUDA, 0 on CPU,
+            where the collation is cheap next to the model and workers would take cores from
+            torch's threads. Changes nothing that is computed.
     """
 
     seed: int = 1
@@ -78,6 +92,7 @@ class LoopConfig:
     num_threads: int = 0
     tensorboard: bool = False
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    loader_workers: int | None = None
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -89,14 +104,23 @@ class LoopConfig:
             raise ConfigError(f"train.evals_per_epoch must be >= 1, got {self.evals_per_epoch}")
         if self.clip < 0:
             raise ConfigError(f"train.clip must be >= 0, got {self.clip}")
+        if self.loader_workers is not None and self.loader_workers < 0:
+            raise ConfigError(f"train.loader_workers must be >= 0 (or null: 2 on CUDA, 0 on CPU), "
+                              f"got {self.loader_workers}")
+
+    def workers(self, device: torch.device) -> int:
+        """``loader_workers``, or its default on ``device``."""
+        if self.loader_workers is not None:
+            return self.loader_workers
+        return 2 if device.type == "cuda" else 0
 
 
 #: Loop settings a resumed run may change (how long to go on, how often to checkpoint or log, how
-#: many CPU threads, whether to write TensorBoard scalars: none changes what is computed); anything
-#: else must match the run.
+#: many CPU threads or loader workers, whether to write TensorBoard scalars: none changes what is
+#: computed); anything else must match the run.
 RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
                      ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every"),
-                     ("train", "tensorboard")}
+                     ("train", "tensorboard"), ("train", "loader_workers")}
 
 
 def make_optimizer(model: torch.nn.Module, name: str, lr: float, weight_decay: float = 0.0,
@@ -119,7 +143,7 @@ class TaskAdapter(Protocol):
         model: the trained module; ``evaluated``: the weights evaluation scores and ``best.pt``
             keeps (the model itself, or its moving average).
         optimizer: built over ``model``'s parameters.
-        ema: the weight average (``torch.optim.swa_utils.AveragedModel``) or ``None``.
+        ema: the weight average (:class:`cn3.averaging.WeightAverage`) or ``None``.
         scaler: the loss scaler of an ``fp16`` run (:func:`cn3.runtime.make_scaler`) or ``None``.
         device: where the model is.
         unit: what the throughput counts (``items``, ``tgt tok``).
@@ -136,13 +160,19 @@ class TaskAdapter(Protocol):
     def batches(self, epoch: int) -> list:
         """The epoch's batches (lists of item indices), a pure function of ``(seed, epoch)``."""
 
-    def count(self, batch) -> int:
-        """What the batch's loss is a mean over (items, target tokens): weighs the ranks' shares of
-        a batch under torchrun."""
+    def collate(self, indices: list[int]):
+        """The batch of the items ``indices``, built on the host (in the batch loader's workers: it
+        must be picklable and draw no random numbers), with ``.to(device)`` and ``.pin_memory()``."""
 
-    def train_step(self, batch, weight: float = 1.0) -> tuple[float, int]:
-        """Forward and backward on one batch, the loss multiplied by ``weight`` before the backward
-        pass: ``(summed loss, count)`` for the running mean."""
+    def count(self, indices: list[int]) -> int:
+        """What the batch's loss is a mean over (items, target tokens), from the indices alone:
+        weighs the ranks' shares of a batch under torchrun."""
+
+    def train_step(self, batch, count: int, weight: float | torch.Tensor = 1.0) -> torch.Tensor:
+        """Forward and backward on a collated batch (of ``count`` items or tokens, its
+        :meth:`count`), the loss multiplied by ``weight`` before the backward pass. Returns the
+        loss summed over ``count``, detached, float64, on the device: the running mean reads it
+        only when it is shown."""
 
     def lr(self, step: int, epoch: int) -> float:
         """The learning rate of update ``step`` (from 1) in ``epoch`` (from 0)."""
@@ -215,6 +245,38 @@ def draw_curves(run: RunDir) -> None:
         plot_runs([run.path], run.curves)
     except Exception as err:  # whatever went wrong, the trained run stands
         run.log(f"[yellow]warning[/]: could not draw {run.curves}: {type(err).__name__}: {err}")
+
+
+class RunningLoss:
+    """The train loss summed since the epoch began, kept on the device: adding an update's loss
+    queues an addition and does not wait for the device; reading it (:meth:`total`, at most once per
+    update) does, so the loop reads it for a log line, an evaluation or the progress display only.
+    The sum is float64, in update order: the numbers of a sum of Python floats."""
+
+    def __init__(self, device: torch.device):
+        self.sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.count = 0
+        self._read: float | None = 0.0
+
+    def add(self, loss: torch.Tensor, count: int) -> None:
+        """``loss``: summed over ``count`` items or tokens (:meth:`TaskAdapter.train_step`)."""
+        self.sum += loss
+        self.count += count
+        self._read = None
+
+    def total(self) -> float:
+        if self._read is None:
+            self._read = float(self.sum)  # waits for the device
+        return self._read
+
+    def mean(self) -> float:
+        return self.total() / max(self.count, 1)
+
+
+def display_seconds(bar) -> float:
+    """How often the progress display re-reads the running loss from the device: every second for a
+    live bar, at the pace of the plain progress lines without a terminal."""
+    return data_prep.console.LOG_INTERVAL if bar.disable else 1.0
 
 
 def new_state(world: World = SINGLE) -> dict:
@@ -314,12 +376,48 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         """What the adapter multiplies the loss by: ``weight``, times the loss scale under fp16."""
         if scaler is None:
             return weight
-        return scaler.scale(torch.tensor(weight, device=adapter.device))
+        # a fill on the device: torch.tensor(weight, device=...) would copy from the host and wait
+        return scaler.scale(torch.full((), weight, device=adapter.device))
 
-    def mean_over_ranks(loss_sum: float, count: int) -> float:
+    def mean_over_ranks(running: RunningLoss) -> float:
         """The running train loss over every rank's share of the batches since the epoch began."""
-        total, n = world.sum(loss_sum, count)
+        total, n = world.sum(running.total(), running.count)
         return total / max(n, 1)
+
+    def epoch_updates(batches: list, first: int):
+        """``(b, global batch, (own share, real), collated own share)`` for batches ``first`` on;
+        the loader collates ahead of the updates."""
+        shares = [world.share(batch) for batch in batches[first:]]
+        loader = batch_loader(adapter.collate, [own for own, _ in shares], t.workers(adapter.device),
+                              pin_memory=adapter.device.type == "cuda")
+        return zip(range(first, len(batches)), batches[first:], shares, loader)
+
+    def update(batch, whole: list[int], own: list[int], real: bool, running: RunningLoss, epoch: int) -> float:
+        """One optimizer step on this rank's share ``own`` (collated: ``batch``) of the global batch
+        ``whole``; its loss joins ``running``. Returns the learning rate."""
+        optimizer.zero_grad(set_to_none=True)
+        if world.active:
+            seed_everything(step_seed(t.seed, world.rank, state["step"] + 1))
+        n = adapter.count(own)
+        weight = world.size * n / adapter.count(whole) if real else 0.0
+        loss = adapter.train_step(batch, n, loss_weight(weight))
+        world.average_gradients(model)
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients
+        if t.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+        lr = adapter.lr(state["step"] + 1, epoch)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        if scaler is None:
+            optimizer.step()
+        else:  # skipped when a gradient is inf/NaN; the scale then backs off
+            scaler.step(optimizer)
+            scaler.update()
+        adapter.after_update()
+        if real:  # a rank left without items trained on a stand-in at weight 0 (World.share)
+            running.add(loss, n)
+        return lr
 
     start_time = time.perf_counter() - state["seconds"]
     stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
@@ -333,66 +431,47 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                 task = bar.add_task(f"epoch {epoch + 1}/{t.epochs}", total=len(batches),
                                     completed=state["batch_in_epoch"], rate="")
                 model.train()
-                loss_sum, count, tick = 0.0, 0, time.perf_counter()
+                running, tick = RunningLoss(adapter.device), time.perf_counter()
+                loss_text, shown_at = "loss –", tick  # the running loss as last read
                 if state["eval_due"]:  # interrupted during an evaluation: do it again
                     evaluate(epoch + 1, state["eval_train_loss"], bar)
                     stopped = patience_exhausted()
                     if stopped:
                         elapsed()
                         checkpoint(run.latest)
-                for b in range(state["batch_in_epoch"], len(batches)):
-                    if stopped:
-                        break
-                    optimizer.zero_grad(set_to_none=True)
-                    if world.active:
-                        seed_everything(step_seed(t.seed, world.rank, state["step"] + 1))
-                        own, real = world.share(batches[b])
-                        weight = world.size * adapter.count(own) / adapter.count(batches[b]) if real else 0.0
-                        batch_loss, n = adapter.train_step(own, loss_weight(weight))
-                        if not real:
-                            batch_loss, n = 0.0, 0
-                        world.average_gradients(model)
-                    else:
-                        batch_loss, n = adapter.train_step(batches[b], loss_weight(1.0))
-                    if scaler is not None:
-                        scaler.unscale_(optimizer)  # clip the true gradients
-                    if t.clip:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-                    lr = adapter.lr(state["step"] + 1, epoch)
-                    for group in optimizer.param_groups:
-                        group["lr"] = lr
-                    if scaler is None:
-                        optimizer.step()
-                    else:  # skipped when a gradient is inf/NaN; the scale then backs off
-                        scaler.step(optimizer)
-                        scaler.update()
-                    adapter.after_update()
+                first = len(batches) if stopped else state["batch_in_epoch"]  # stopped: no update
+                for b, whole, (own, real), batch in epoch_updates(batches, first):
+                    lr = update(batch, whole, own, real, running, epoch)
                     state["step"] += 1
                     state["batch_in_epoch"] = b + 1
-                    loss_sum += batch_loss
-                    count += n
-                    rate = f"loss {loss_sum / max(count, 1):.3f} lr {lr:.2e} {count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s"
+                    log_due = bool(t.log_every and state["step"] % t.log_every == 0)
+                    eval_due = b + 1 in eval_points
+                    if log_due or eval_due or time.perf_counter() - shown_at >= display_seconds(bar):
+                        loss_text, shown_at = f"loss {running.mean():.3f}", time.perf_counter()
+                    rate = (f"{loss_text} lr {lr:.2e} "
+                            f"{running.count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s")
                     bar.update(task, completed=b + 1, rate=rate)
-                    log_due = t.log_every and state["step"] % t.log_every == 0
                     if log_due:
                         run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
-                    if log_due or b + 1 in eval_points:
-                        scalars.train(state["step"], loss_sum / max(count, 1), lr)
-                    if b + 1 in eval_points:
+                    if log_due or eval_due:
+                        scalars.train(state["step"], running.mean(), lr)
+                    if eval_due:
                         state["eval_due"] = True  # before any collective that a lost rank could break
-                        state["eval_train_loss"] = train_loss = mean_over_ranks(loss_sum, count)
+                        state["eval_train_loss"] = train_loss = mean_over_ranks(running)
                         evaluate(epoch + 1, train_loss, bar)
                         stopped = patience_exhausted()
                     if t.max_steps and state["step"] >= t.max_steps and not stopped:
                         stopped = True
                         if not state["best_written"]:
-                            evaluate(epoch + 1, mean_over_ranks(loss_sum, count), bar, final=True)
+                            evaluate(epoch + 1, mean_over_ranks(running), bar, final=True)
                         run.log(f"stopped at train.max_steps={t.max_steps} (epoch {epoch + 1}, batch "
                                 f"{b + 1}/{len(batches)})")
                     due = stopped or (t.checkpoint_every and state["step"] % t.checkpoint_every == 0)
                     if due and b + 1 < len(batches):  # the epoch's end writes latest.pt just below
                         elapsed()
                         checkpoint(run.latest)
+                    if stopped:
+                        break
                 bar.remove_task(task)
                 if state["batch_in_epoch"] >= len(batches):  # the epoch is complete
                     state["epoch"] += 1

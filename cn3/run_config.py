@@ -154,7 +154,8 @@ class ModelConfig:
 @dataclass
 class TrainConfig(LoopConfig):
     """The trainer: the loop's settings (:class:`cn3.loop.LoopConfig`: seed, epochs, max_steps,
-    patience, clip, evals_per_epoch, checkpoint_every, log_every, num_threads, tensorboard) and these.
+    patience, clip, evals_per_epoch, checkpoint_every, log_every, num_threads, tensorboard, precision,
+    loader_workers) and these.
 
     AdaDelta is the paper's optimiser (lr 1.0, rho 0.95); Adam and SGD are selectable.
     ``max_tokens``: cap on ``rows * longest item`` per batch (long documents get smaller batches).

@@ -8,13 +8,14 @@ checkpoint contents, final report) and hands it to :func:`cn3.loop.run_loop`, th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
-from cn3.batching import item_lengths, make_batch
+from cn3.batching import GraphBatch, item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
@@ -149,6 +150,8 @@ class SentenceTask:
         self.adversary = (EmbeddingAdversary(self.model.nodes.word, t.adversarial) if t.adversarial else None)
         self.train_set, self.dev_set = ds.splits["train"], ds.splits["dev"]
         self.lengths = item_lengths(self.train_set)
+        # the batch loader's collation; not a bound method, which would take the model to spawned workers
+        self.collate = partial(make_batch, self.train_set)
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
@@ -158,8 +161,8 @@ class SentenceTask:
     def count(self, indices) -> int:
         return len(indices)  # the loss is a mean over items
 
-    def train_step(self, indices, weight=1.0) -> tuple[float, int]:
-        batch = make_batch(self.train_set, indices).to(self.device)
+    def train_step(self, batch: GraphBatch, count: int, weight=1.0) -> torch.Tensor:
+        batch = batch.to(self.device)
         losses = []
 
         def forward():
@@ -174,7 +177,7 @@ class SentenceTask:
             forward().loss.backward()
         else:
             self.adversary.backward(forward)
-        return losses[0].item() * len(batch), len(batch)  # the clean loss
+        return losses[0].double() * count  # the clean loss, summed over the items
 
     def lr(self, step: int, epoch: int) -> float:
         t = self.cfg.train

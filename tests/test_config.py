@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 
 import cn3.resolve
 from cn3.config import ConfigError, apply_overrides, parse_override
@@ -30,12 +31,21 @@ def test_overrides_are_typed():
     ("model.encoder=rnnn", "unknown encoder 'rnnn'; did you mean 'rnn'?"),
     ("train.lr=-1", "train.lr must be positive"),
     ("model.dropout=1.5", "model.dropout must be in [0, 1)"),
+    ("train.loader_workers=-1", "train.loader_workers must be >= 0"),
     ("noequals", "expected key=value"),
 ])
 def test_bad_values_name_the_key(override, message):
     with pytest.raises(ConfigError) as err:
         resolve_config("trec", None, {}, [override])
     assert message in str(err.value)
+
+
+def test_loader_workers_default_to_none_on_cpu_and_two_on_cuda():
+    t = resolve_config("trec", None, {}, []).train
+    assert t.loader_workers is None
+    assert t.workers(torch.device("cpu")) == 0 and t.workers(torch.device("cuda")) == 2
+    t.loader_workers = 3
+    assert t.workers(torch.device("cpu")) == 3
 
 
 def test_bad_yaml_names_file_and_line(tmp_path):

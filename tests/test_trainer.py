@@ -89,6 +89,20 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch,
         assert all(torch.equal(a["raw_model"][k], b["raw_model"][k]) for k in a["raw_model"])
 
 
+def test_loader_workers_change_nothing_that_is_computed(prepared, tmp_path):
+    """Batches collated in a loader worker process are those collated in the training process, and
+    ``train.loader_workers`` may change at ``--resume``: a run stopped mid-epoch and resumed with a
+    worker ends with the weights of an uninterrupted run without one, bit for bit."""
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=200", "train.epochs=2", "train.batch_size=16"]
+    run("trec", data, tmp_path / "a", common)
+    run("trec", data, tmp_path / "b", common + ["train.max_steps=5"])  # epoch 1 has 13 batches
+    run("trec", data, tmp_path / "b", common + ["train.loader_workers=1"], resume=True)
+    a, b = (torch.load(tmp_path / r / "latest.pt", weights_only=False) for r in ("a", "b"))
+    assert a["state"]["step"] == b["state"]["step"] == 26
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
 def test_fp16_on_cpu_is_refused_with_the_way_out(prepared, tmp_path):
     with pytest.raises(ConfigError, match="fp16 needs a CUDA device.*use train.precision=bf16"):
         run("trec", prepared("trec", "none", embeddings=False), tmp_path / "r", ["train.precision=fp16"])

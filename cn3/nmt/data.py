@@ -268,7 +268,13 @@ class Batch:
     tgt_out: Tensor
 
     def to(self, device) -> Batch:
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
+        """On ``device``: copies that do not wait for the device, and overlap its work when the
+        batch is pinned."""
+        return Batch(*(x.to(device, non_blocking=True) for x in (self.src, self.tgt_in, self.tgt_out)))
+
+    def pin_memory(self) -> Batch:
+        """In page-locked memory (the batch loader's ``pin_memory``), for asynchronous copies to CUDA."""
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory())
 
     @property
     def tokens(self) -> int:

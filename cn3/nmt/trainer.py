@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -37,7 +38,7 @@ from cn3.distributed import World, shutdown
 from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
 from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
 from cn3.nmt.config import NMTConfig, config_from_dict
-from cn3.nmt.data import EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
+from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
@@ -132,15 +133,17 @@ def score_pairs(model: Seq2Seq, tok: Tokenizer, pairs: list[tuple[str, str]], be
 
 @torch.no_grad()
 def validation_loss(model: Seq2Seq, data: EncodedPairs, max_tokens: int, smoothing: float, device) -> float:
-    """Per-token NLL (no smoothing in the number; natural log) of ``data``."""
+    """Per-token NLL (no smoothing in the number; natural log) of ``data``, summed on the device (in
+    float64) and read once."""
     model.eval()
-    nll_sum, tokens = 0.0, 0
+    nll_sum, tokens = torch.zeros((), dtype=torch.float64, device=device), 0
     for indices in bucketed_batches(token_lengths(data), 0, shuffle=False, max_tokens=max_tokens, pool=0):
-        batch = make_batch(data, indices).to(device)
+        batch = make_batch(data, indices)
+        tokens += batch.tokens  # counted before the copy: on the device it would be waited for
+        batch = batch.to(device)
         _, nll = model.loss(model(batch.src, batch.tgt_in), batch.tgt_out, smoothing)
-        nll_sum += float(nll)
-        tokens += batch.tokens
-    return nll_sum / max(tokens, 1)
+        nll_sum += nll.double()
+    return float(nll_sum) / max(tokens, 1)
 
 
 
@@ -185,6 +188,8 @@ class TranslationTask:
         self.scaler = make_scaler(t.precision, device)
         self.optimizer = make_optimizer(self.model, "adam", t.lr, t.l2, betas=(0.9, 0.98), eps=1e-9)
         self.lengths = token_lengths(train_data)
+        # the batch loader's collation; not a bound method, which would take the model to spawned workers
+        self.collate = partial(make_batch, train_data)
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
@@ -194,14 +199,15 @@ class TranslationTask:
     def count(self, indices) -> int:
         return sum(len(self.train_data.tgt[i]) + 1 for i in indices)  # target tokens with </s>: Batch.tokens
 
-    def train_step(self, indices, weight=1.0) -> tuple[float, int]:
-        batch = make_batch(self.train_data, indices).to(self.device)
+    def train_step(self, batch: Batch, count: int, weight=1.0) -> torch.Tensor:
+        batch = batch.to(self.device)
         with autocast(self.device, self.cfg.train.precision):
             logits = self.model(batch.src, batch.tgt_in)
         loss, _ = self.model.loss(logits.float(), batch.tgt_out, self.cfg.train.label_smoothing)
-        # per target token; weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
-        (loss * (weight / batch.tokens)).backward()
-        return float(loss.detach()), batch.tokens
+        # per target token (count: from the host, where Batch.tokens would read the device);
+        # weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
+        (loss * (weight / count)).backward()
+        return loss.detach().double()
 
     def lr(self, step: int, epoch: int) -> float:
         return learning_rate(step, self.cfg.train.lr, self.cfg.train.warmup)
