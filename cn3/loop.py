@@ -79,6 +79,11 @@ class LoopConfig:
             memory, so their copies to the GPU overlap its work). ``None`` = 2 on CUDA, 0 on CPU,
             where the collation is cheap next to the model and workers would take cores from
             torch's threads. Changes nothing that is computed.
+        deterministic: run the loop with ``torch.use_deterministic_algorithms(True)`` (and
+            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set), so that on CUDA two runs, or a run
+            and its resume, agree bit for bit: CUDA's scatter-adds (the CN3 energy's gradient, the
+            Tree-LSTM, hybrid attention, PDGraph) otherwise sum in a varying order. Slower on CUDA;
+            CPU kernels are deterministic already.
     """
 
     seed: int = 1
@@ -93,6 +98,7 @@ class LoopConfig:
     tensorboard: bool = False
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     loader_workers: int | None = None
+    deterministic: bool = False
 
     def validate(self) -> None:
         if self.epochs < 1:

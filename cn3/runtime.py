@@ -5,9 +5,11 @@ Exact resume needs every random stream restored: torch (CPU and CUDA), Python an
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +139,23 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
                               "probably written by another release; evaluate it as it is, or start a new run") from None
         check_resume_config(saved, config_dict, resumable)
     return device, run, config_dict, world
+
+
+@contextmanager
+def deterministic_algorithms(enabled: bool):
+    """torch's deterministic algorithms inside the block when ``enabled`` (``train.deterministic``),
+    restored to their previous setting after it (a trainer called from Python leaves the process as
+    it found it)."""
+    if not enabled:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it when its first handle is made
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous)
 
 
 def sigterm_as_interrupt():

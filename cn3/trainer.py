@@ -25,7 +25,7 @@ from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, make_scaler, open_run, seed_everything
+from cn3.runtime import autocast, deterministic_algorithms, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console
 
@@ -244,7 +244,8 @@ def _train(cfg: RunConfig, run: RunDir, config_dict: dict, world: World, resume:
     state = start(task, run, resume, device, f"{cfg.model.encoder} on {ds.manifest['task']} "
                                              f"({task.model.n_parameters():,} parameters, device {device}{processes})",
                   world)
-    return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state, world)
+    with deterministic_algorithms(cfg.train.deterministic):
+        return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state, world)
 
 
 def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | None = None) -> dict:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cn3.config import ConfigError
+from cn3.loop import run_loop as real_run_loop
 from cn3.resolve import resolve_config
 from cn3.run_dir import RunDir
 from cn3.trainer import load_model, train
@@ -101,6 +102,21 @@ def test_loader_workers_change_nothing_that_is_computed(prepared, tmp_path):
     a, b = (torch.load(tmp_path / r / "latest.pt", weights_only=False) for r in ("a", "b"))
     assert a["state"]["step"] == b["state"]["step"] == 26
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_deterministic_algorithms_are_scoped_to_the_run(prepared, tmp_path, monkeypatch):
+    """``train.deterministic`` turns torch's deterministic algorithms on for the loop only (CPU kernels
+    are deterministic already: the same weights as without it) and leaves the process as it was."""
+    seen = []
+    monkeypatch.setattr("cn3.trainer.run_loop", lambda *a, **k: seen.append(torch.are_deterministic_algorithms_enabled())
+                        or real_run_loop(*a, **k))
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=100", "train.epochs=1", "train.batch_size=16"]
+    run("trec", data, tmp_path / "a", common)
+    run("trec", data, tmp_path / "b", common + ["train.deterministic=true"])
+    assert seen == [False, True] and not torch.are_deterministic_algorithms_enabled()
+    a, b = (torch.load(tmp_path / r / "latest.pt", weights_only=False)["model"] for r in ("a", "b"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_fp16_on_cpu_is_refused_with_the_way_out(prepared, tmp_path):

@@ -42,7 +42,7 @@ from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_spl
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, make_scaler, open_run, seed_everything
+from cn3.runtime import autocast, deterministic_algorithms, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
 from data_prep.console import console, progress
 
@@ -268,7 +268,8 @@ def _train(cfg: NMTConfig, run: RunDir, config_dict: dict, world: World, resume:
                   f"nmt/{cfg.model.encoder} on {_corpus_name(cfg)} ({len(train_data):,} pairs, {train_data.skipped:,} "
                   f"skipped by length; {len(val_pairs):,} dev pairs; vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; "
                   f"{task.model.n_parameters():,} parameters; device {device}{processes})", world)
-    return run_loop(task, t, run, config_dict, task.args.__dict__, state, world)
+    with deterministic_algorithms(cfg.train.deterministic):
+        return run_loop(task, t, run, config_dict, task.args.__dict__, state, world)
 
 
 def _corpus_name(cfg: NMTConfig) -> str:
