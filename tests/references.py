@@ -118,3 +118,14 @@ def collate(items: list[Data], indices: list[int] | None = None, tagging: bool =
     if tagging:
         y, _ = to_dense_batch(y, batch.batch, fill_value=0, max_num_nodes=mask.shape[1])
     return GraphBatch(a, None, y, index)
+
+
+def chain_tree(batch: int, n: int) -> torch.Tensor:
+    """Edge types of a chain: word i's head is i - 1 (type 1 at [i, head], 2 at [head, i]); the root
+    (word 0) carries its odd self-loop."""
+    edge_type = torch.zeros(batch, n, n, dtype=torch.long)
+    for i in range(1, n):
+        edge_type[:, i, i - 1] = 1
+        edge_type[:, i - 1, i] = 2
+    edge_type[:, 0, 0] = 1
+    return edge_type

@@ -54,6 +54,7 @@ from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import EOS, PAD
 from cn3.nmt.search import beam_search, greedy_search
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
+from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -173,17 +174,6 @@ def test_device_tracker_catches_host_tensors_in_forward_and_custom_backward():
 
 
 # --------------------------------------------------------------------------- encoders
-
-def chain_tree(batch: int, n: int) -> torch.Tensor:
-    """Edge types of a chain: word i's head is i - 1 (type 1 at [i, head], 2 at [head, i]); the root
-    (word 0) carries its odd self-loop."""
-    edge_type = torch.zeros(batch, n, n, dtype=torch.long)
-    for i in range(1, n):
-        edge_type[:, i, i - 1] = 1
-        edge_type[:, i - 1, i] = 2
-    edge_type[:, 0, 0] = 1
-    return edge_type
-
 
 # every encoder at every level it serves, plus CN3 with all its inputs (attributes, edge types,
 # relative positions, energy heads), which the defaults leave out

@@ -9,19 +9,9 @@ import torch
 
 from cn3.encoders import ENCODERS, build_encoder
 from cn3.encoders.registry import EncoderArgs
+from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def chain_tree(batch: int, n: int) -> torch.Tensor:
-    """Edge types of a chain: word i's head is i - 1 (type 1 at [i, head], 2 at [head, i]); the root
-    (word 0) carries its odd self-loop."""
-    edge_type = torch.zeros(batch, n, n, dtype=torch.long)
-    for i in range(1, n):
-        edge_type[:, i, i - 1] = 1
-        edge_type[:, i - 1, i] = 2
-    edge_type[:, 0, 0] = 1
-    return edge_type
 
 
 @pytest.mark.parametrize("name", list(ENCODERS))
