@@ -125,6 +125,8 @@ def _masked_softmax_rows(energy: Tensor, key_mask: Tensor | None, band: Tensor |
     weights = energy.clone() if key_mask is None else energy.masked_fill(~key_mask, float("-inf"))
     if band is not None:
         weights.masked_fill_(~band, float("-inf"))
+    if weights.shape[-1] == 0:  # no keys (an empty batch or sentence): nothing to normalise, and amax refuses
+        return weights
     row_max = weights.amax(dim=-1, keepdim=True)
     row_max.masked_fill_(row_max == float("-inf"), 0.0)  # a row with no allowed key: exp(-inf) = 0
     weights.sub_(row_max).exp_()

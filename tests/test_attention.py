@@ -85,6 +85,15 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients():
     assert torch.all(energy.grad[0] == 0) and torch.all(energy.grad[1, :, 1:] == 0)
 
 
+@pytest.mark.parametrize("shape", [(2, 0, 0), (0, 3, 3), (2, 4, 0)])
+def test_empty_inputs_give_empty_weights_and_gradients(shape):
+    energy = torch.randn(*shape, requires_grad=True)
+    weights = masked_softmax(energy, torch.ones(shape[0], shape[2], dtype=torch.bool))
+    assert weights.shape == shape
+    weights.sum().backward()
+    assert energy.grad.shape == shape
+
+
 def test_extreme_energies_stay_finite():
     energy = torch.tensor([[[1e30, -1e30, 0.0], [-1e30, -1e30, -1e30]]], requires_grad=True)
     weights = masked_softmax(energy, torch.tensor([[True, True, False]]))

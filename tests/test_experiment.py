@@ -232,7 +232,16 @@ def test_the_report_tabulates_the_grid_with_paired_tests(grid, tmp_path):
     assert paired["p_holm"] == pytest.approx(paired["p"])  # one task: Holm changes nothing
     assert (tmp_path / "report" / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "report" / "report.csv").read_text().startswith("variant,task,split,metric,mean")
-    assert "\\textbf{" in (tmp_path / "report" / "report.tex").read_text()
+    tex = (tmp_path / "report" / "report.tex").read_text()
+    assert "\\textbf{" in tex and "$\\pm$" in tex and "±" not in tex
+
+
+def test_latex_cells_escape_names_and_symbols():
+    from cn3.experiment.report import _tex
+
+    assert _tex("conll2000 (span_f1, test)") == r"conll2000 (span\_f1, test)"
+    assert _tex(r"\textbf{91.20 ± 0.30 (3)} [×]") == r"\textbf{91.20 $\pm$ 0.30 (3)} [$\times$]"
+    assert _tex("12† 50% A&B #1") == r"12$^\dagger$ 50\% A\&B \#1"
 
 
 # ---------------------------------------------------------------- report --by FIELD, on hand-made cells

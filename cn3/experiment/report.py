@@ -158,6 +158,16 @@ def _cell_text(r: dict, best: dict, fmt: str) -> str:
     return f"{text} [{paper}]"
 
 
+def _tex(text: str) -> str:
+    """A table cell as LaTeX source: TeX's special characters in names escaped (``cn3_dep``,
+    ``span_f1``), the symbols the Markdown tables use as math. Leaves the ``\\textbf{...}`` the
+    renderers wrap around best cells alone."""
+    for plain, tex in (("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"), ("±", r"$\pm$"),
+                       ("×", r"$\times$"), (UNSEEN_MARK, r"$^\dagger$")):
+        text = text.replace(plain, tex)
+    return text
+
+
 def _p_text(test: dict | None) -> str:
     if not test:
         return ""
@@ -191,7 +201,7 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
         return buffer.getvalue()
     if fmt == "latex":
         cols = "l" + "r" * len(tasks)
-        body = [" & ".join(header) + r" \\ \midrule"] + [" & ".join(r) + r" \\" for r in table]
+        body = [" & ".join(map(_tex, header)) + r" \\ \midrule"] + [" & ".join(map(_tex, r)) + r" \\" for r in table]
         return "\n".join([rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"])
     lines = [f"## {spec.name}: mean ± std (seeds) [paper]", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
@@ -466,9 +476,8 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
             header, body = content
             out += [f"% {task}: {column.metric} by {column.by} ({column.split}), mean ± std over seeds",
                     rf"\begin{{tabular}}{{l{'r' * (len(header) - 1)}}}", r"\toprule",
-                    " & ".join(h.replace(UNSEEN_MARK, r"$^\dagger$").replace("_", r"\_") for h in header)
-                    + r" \\ \midrule",
-                    *(" & ".join(row).replace("±", r"$\pm$").replace("_", r"\_") + r" \\" for row in body),
+                    " & ".join(map(_tex, header)) + r" \\ \midrule",
+                    *(" & ".join(map(_tex, row)) + r" \\" for row in body),
                     r"\bottomrule", r"\end{tabular}"]
         return "\n".join(out) + "\n"
     lines = []
