@@ -21,6 +21,7 @@ from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.distributed import World, init_world
 from cn3.run_dir import RunDir
+from data_prep.console import console
 
 
 def resolve_device(name: str) -> torch.device:
@@ -48,6 +49,20 @@ def autocast(device: torch.device, precision: str):
 #: no float16 LSTM (CN3's context layer fails), and bf16 is the faster CPU choice anyway. (Tests add
 #: "cpu" to run the loss-scaling path on LSTM-free models.)
 FP16_DEVICE_TYPES = {"cuda"}
+
+
+def slow_precision_note(precision: str, device: torch.device) -> str | None:
+    """A warning for ``train.precision=bf16`` on an x86 CPU without native bf16, else ``None``.
+
+    Measured on an AVX2-only CPU (docs/benchmarks.md): a bf16 ``Linear`` forward and backward runs
+    15x slower than in fp32 on one thread, so a bf16 training takes many times as long for nothing;
+    the run still goes on as asked (the numbers are the same kind of bf16 a GPU gives)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if precision != "bf16" or device.type != "cpu" or capability not in ("AVX2", "DEFAULT"):
+        return None
+    return (f"train.precision=bf16 on this CPU (torch capability {capability}, no native bf16 arithmetic) "
+            "runs many times slower than fp32 (a Linear layer 15x on one thread: docs/benchmarks.md); LSTMs run "
+            "in fp32 here. fp32 (the default) is the faster choice on it; bf16 pays on GPUs and AVX-512/AMX CPUs")
 
 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
@@ -127,6 +142,8 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
         raise ConfigError(f"train.precision=fp16 needs a CUDA device (this run is on {device.type}); "
                           "use train.precision=bf16 on CPU")
     world, device = init_world(device)
+    if world.main and (note := slow_precision_note(cfg.train.precision, device)):
+        console.print(f"[yellow]warning[/]: {note}")
     run = RunDir(run_path, writes=world.main)
     config_dict = to_dict(cfg)
     if resume and run.config.exists():

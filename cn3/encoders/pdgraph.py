@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from cn3.encoders.registry import SENTENCE_LEVELS, EncoderArgs, register
+from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
 
@@ -120,7 +121,7 @@ class SyntacticGCN(nn.Module):
             raise ValueError(f"the syntactic GCN needs dependency arc types, n_edge_types = 1 + 2 * n_relations "
                              f">= 3, got {n_edge_types}")
         self.out_dim = hidden
-        self.lstm = nn.LSTM(in_dim, hidden // 2, batch_first=True, bidirectional=True)
+        self.lstm = LSTM(in_dim, hidden // 2, batch_first=True, bidirectional=True)
         self.layers = nn.ModuleList(SyntacticGCNLayer(hidden, (n_edge_types - 1) // 2) for _ in range(layers))
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()

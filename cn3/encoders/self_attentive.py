@@ -29,6 +29,7 @@ from torch.nn import functional as F
 from cn3.attention import masked_softmax
 from cn3.config import ConfigError
 from cn3.encoders.registry import LEVELS, EncoderArgs, register
+from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
 
@@ -97,7 +98,7 @@ class StructuredSelfAttention(nn.Module):
         super().__init__()
         if hidden % 2:
             raise ConfigError(f"selfatt1's BiLSTM needs an even model width, got {hidden}")
-        self.lstm = nn.LSTM(in_dim, hidden // 2, batch_first=True, bidirectional=True)
+        self.lstm = LSTM(in_dim, hidden // 2, batch_first=True, bidirectional=True)
         self.attention = AnnotationMatrix(hidden, att_hidden, hops, dropout)
         self.penalty = penalty
         self.out_dim = hidden

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
 
@@ -17,7 +18,7 @@ class BiLSTMContext(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, layers: int = 1, dropout: float = 0.0):
         super().__init__()
-        self.lstm = nn.LSTM(in_dim, hidden, num_layers=layers, batch_first=True, bidirectional=True,
+        self.lstm = LSTM(in_dim, hidden, num_layers=layers, batch_first=True, bidirectional=True,
                             dropout=dropout if layers > 1 else 0.0)
         self.out_dim = 2 * hidden
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
 
@@ -340,7 +341,7 @@ class RecurrentStack(nn.Module):
                 nn.ModuleList(ONLSTM(n_in, width, chunk_size) for _ in range(directions)) for n_in in inputs)
         elif cell == "lstm":
             self.layers = nn.ModuleList(
-                nn.LSTM(n_in, width, batch_first=True, bidirectional=bidirectional) for n_in in inputs)
+                LSTM(n_in, width, batch_first=True, bidirectional=bidirectional) for n_in in inputs)
         else:
             raise ValueError(f"unknown recurrent cell {cell!r}")
         self.out_dim = width * directions

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from cn3.batching import SideBatch
+from cn3.layers.lstm import LSTM
 from data_prep.vocab import PAD_ID, UNK_ID
 
 #: Positions from 0 up to ``MAX_POSITION - 1`` have their own embedding row; every later position
@@ -66,7 +67,7 @@ class CharLSTM(nn.Module):
     def __init__(self, n_chars: int, char_dim: int, out_dim: int):
         super().__init__()
         self.embed = nn.Embedding(n_chars, char_dim, padding_idx=0)
-        self.lstm = nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
+        self.lstm = LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
 
     def forward(self, chars: Tensor) -> Tensor:
         b, n, c = chars.shape
