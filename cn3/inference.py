@@ -39,8 +39,9 @@ def annotator_for_run(manifest: dict, examples_have_gold: bool, override: str | 
                                          "(the text carries none)")
     if override is not None and override != ann["name"]:
         return make_annotator(name), f"{name} (--annotator; the run was trained on {ann['name']} annotation)"
-    if name == "gold":
-        return make_annotator(name), "gold (the file's own annotation, as in training)"
+    if name == "gold":  # what the run's gold annotation held: trees alone for the logic formulas
+        gold = frozenset(ann.get("provides", ("pos", "deps")))
+        return make_annotator(name, gold=gold), "gold (the file's own annotation, as in training)"
     return make_annotator(name), f"{name} (as the run's training data)"
 
 
@@ -99,10 +100,12 @@ def run_vectors(manifest: dict, embeddings: Path | None = None, use: bool = True
 def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") -> list[Example]:
     """Examples from raw strings: one sentence each, or for pair tasks a premise/hypothesis pair
     separated by a TAB (in files) or given as two strings. Each sentence is split into tokens as the
-    run's task files are (``TaskSpec.tokenize_text``: e.g. MR keeps ``doesn't`` whole, SNLI splits it)."""
-    from data_prep.tasks import text_tokenizer
+    run's task files are (``TaskSpec.tokenize_text``: e.g. MR keeps ``doesn't`` whole, SNLI splits it),
+    and keeps the tree it carries itself where the task has one (``TaskSpec.text_heads``: a formula's
+    brackets)."""
+    from data_prep.tasks import text_tokenizer, text_tree
 
-    level, tokenize = manifest["level"], text_tokenizer(manifest["task"])
+    level, tokenize, tree = manifest["level"], text_tokenizer(manifest["task"]), text_tree(manifest["task"])
     examples = []
     for number, text in enumerate(texts, start=1):
         sides = text.split("\t") if level == "pair" else [text]
@@ -113,7 +116,11 @@ def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") 
             tokens = tokenize(side)
             if not tokens:
                 raise DataError("empty sentence", source, number)
-            sentences.append(Sentence(tokens))
+            try:
+                heads = tree(side) if tree is not None else None
+            except ValueError as err:  # e.g. a formula's unbalanced brackets
+                raise DataError(str(err), source, number) from None
+            sentences.append(Sentence(tokens, heads=heads))
         examples.append(Example(sentences, line=number, source=source))
     return examples
 

@@ -25,7 +25,7 @@ from data_prep.readers.custom import TOKENIZE as CUSTOM_TOKENIZE
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
 from data_prep.readers.imdb import IMDB_LABELS
 from data_prep.readers.labelled_files import LABELLED_FILES, POLARITY, SUBJECTIVITY
-from data_prep.readers.logic import LOGIC_LABELS, TEST_MAX_OPS, TRAIN_MAX_OPS
+from data_prep.readers.logic import LOGIC_LABELS, TEST_MAX_OPS, TRAIN_MAX_OPS, operator_tree
 from data_prep.readers.nli import NLI_LABELS, SNLI_FILES
 from data_prep.readers.splits import check_fold
 from data_prep.readers.sst import SST2_LABELS, SST5_LABELS
@@ -231,8 +231,10 @@ _TASK_LIST = [
         + tuple(f"logic_inference/test{n}.gz" for n in range(TEST_MAX_OPS + 1)),
         load=readers.load_logic,
         labels=LOGIC_LABELS,
-        annotator="none",
+        gold=frozenset({"deps"}),  # operator trees from the brackets (data_prep/readers/logic.py); no POS
+        annotator="gold",
         tokenize_text=unbracket,  # a formula: its brackets are not tokens
+        text_heads=lambda formula: operator_tree(formula)[1],  # ... but they are its tree
         notes=(
             "follows Shen et al. (ICLR 2019): train = train0-6 (<= 6 operators) minus a seeded 10% dev; "
             "test = all of test0-12 so short (<= 6) and long (7-12) pairs can both be reported: "
@@ -436,6 +438,11 @@ def text_tokenizer(task: str) -> Callable[[str], list[str]]:
     """``TaskSpec.tokenize_text`` of ``task``, without the data files (a run's ``custom`` train
     file need not exist when it labels new text)."""
     return CUSTOM_TOKENIZE if task == "custom" else get_task(task).tokenize_text
+
+
+def text_tree(task: str) -> Callable[[str], list[int]] | None:
+    """``TaskSpec.text_heads`` of ``task``: the tree raw text carries itself, if the task has one."""
+    return None if task == "custom" else get_task(task).text_heads
 
 
 def get_task(name: str, options: TaskOptions | None = None) -> TaskSpec:

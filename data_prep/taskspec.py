@@ -78,6 +78,9 @@ class TaskSpec:
             ``cn3 evaluate --file`` scores a held-out test set); ``None`` when the task has none.
         tokenize_text: ``tokenize_text(raw) -> tokens``: raw text (``cn3 predict``, ``visualize``)
             split as the task's files are, so that a model meets the tokens it was trained on.
+        text_heads: ``text_heads(raw) -> heads`` (1-based, 0 = root) of those tokens, for a task whose
+            raw text carries its own tree (the logic formulas' brackets), so new text gets the gold
+            trees the run was trained on instead of a parser's stand-in; raises ``ValueError``.
     """
 
     name: str
@@ -96,3 +99,4 @@ class TaskSpec:
     config: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
     tokenize_text: Callable[[str], list[str]] = tokenize
+    text_heads: Callable[[str], list[int]] | None = None

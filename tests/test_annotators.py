@@ -310,6 +310,19 @@ def test_gold_pos_only_task():
     assert s.upos == ["PROPN", "VERB"] and s.heads is None and s.deprels is None
 
 
+def test_gold_trees_only_task():
+    """The logic formulas: trees from their brackets, no POS (TaskSpec.gold == {"deps"})."""
+    ann = make_annotator("gold", gold=frozenset({"deps"}))
+    assert ann.provides == {"deps"}
+    s = Sentence(["e", "or", "not", "a"], heads=[2, 0, 2, 3])
+    ann.annotate([s])
+    assert s.upos is None and s.heads == [2, 0, 2, 3] and s.deprels is None
+    with pytest.raises(DataError, match=r"1 of 2 sentences carry no gold trees \(the first is sentence 2"):
+        ann.annotate([s, Sentence(["b"])])
+    with pytest.raises(DataError, match="2 tokens but 1 heads"):
+        ann.annotate([Sentence(["not", "a"], heads=[0])])
+
+
 def test_gold_length_mismatch_is_a_data_error():
     with pytest.raises(DataError, match="2 tokens but 1 upos"):
         make_annotator("gold").annotate([Sentence(["a", "b"], upos=["NOUN"])])

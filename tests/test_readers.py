@@ -24,6 +24,7 @@ from data_prep.readers import (
     read_trec,
 )
 from data_prep.readers.columns import read_blocks
+from data_prep.readers.logic import operator_tree
 from data_prep.readers.custom import load_custom
 from data_prep.readers.splits import assign_folds, cv_split, hold_out
 from data_prep.taskspec import TaskOptions
@@ -355,6 +356,29 @@ def test_logic_operator_count_checked(tmp_path):
     assert read_logic(path, 1)[0].meta == {"n_ops": 1, "n_ops_pair": 1}
     with pytest.raises(DataError, match=r"line 1: pair has 1 \+ 0 operators; expected 2"):
         read_logic(path, 2)
+
+
+@pytest.mark.parametrize("formula,tokens,heads", [
+    ("c", ["c"], [0]),
+    ("( not a )", ["not", "a"], [0, 1]),
+    ("( not ( not a ) )", ["not", "not", "a"], [0, 1, 2]),
+    ("( e ( or ( not a ) ) )", ["e", "or", "not", "a"], [2, 0, 2, 3]),
+    ("( ( not e ) ( and a ) )", ["not", "e", "and", "a"], [3, 1, 0, 3]),
+    ("( ( c ( or d ) ) ( and a ) )", ["c", "or", "d", "and", "a"], [2, 4, 2, 0, 4]),
+])
+def test_logic_operator_trees(formula, tokens, heads):
+    """Each operator heads its constituent: ( x ( op y ) ) -> op heads x and y; ( not x ) -> not heads x."""
+    assert operator_tree(formula) == (tokens, heads)
+
+
+def test_logic_reader_gives_trees_and_names_bad_brackets(tmp_path):
+    path = write(tmp_path, "train1.gz", "#\t( a ( and b ) )\tc\n<\t( not a\tb\n", gz=True)
+    with pytest.raises(DataError) as err:
+        read_logic(path)
+    assert "train1.gz, line 2:" in str(err.value) and "left formula: a '(' is never closed" in str(err.value)
+    path = write(tmp_path, "train1.gz", "#\t( a ( and b ) )\tc\n", gz=True)
+    left, right = read_logic(path, 1)[0].sentences
+    assert (left.tokens, left.heads, right.tokens, right.heads) == (["a", "and", "b"], [2, 0, 2], ["c"], [0])
 
 
 def test_ptb_files_must_agree(tmp_path):

@@ -16,8 +16,10 @@ NAMES = [
 ]  # fmt: skip
 PAIR_TASKS = {"snli", "sick", "logic"}
 TAGGING_TASKS = {"conll2003", "conll2000", "ud_pos", "ptb_pos"}
-#: Annotations the staged files carry: POS columns (CoNLL), POS and trees (the treebanks).
-GOLD = {"conll2003": {"pos"}, "conll2000": {"pos"}, "ud_pos": {"pos", "deps"}, "ptb_pos": {"pos", "deps"}}
+#: Annotations the staged files carry: POS columns (CoNLL), POS and trees (the treebanks), trees from
+#: the brackets (the logic formulas).
+GOLD = {"conll2003": {"pos"}, "conll2000": {"pos"}, "ud_pos": {"pos", "deps"}, "ptb_pos": {"pos", "deps"},
+        "logic": {"deps"}}
 
 
 def test_registry_names():

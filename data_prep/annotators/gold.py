@@ -5,7 +5,10 @@
   read as UPOS) are mapped the same way.
 * ``heads``/``deprels`` are kept as read, full UD labels with subtypes (``nsubj:pass``); trees
   without labels (the PTB sample) keep ``deprels = None``.
-* Data without any POS raises :class:`DataError` naming the other annotators.
+* Data without any POS raises :class:`DataError` naming the other annotators, unless the task
+  declares trees alone (``TaskSpec.gold == {"deps"}``: the logic formulas, whose operator trees come
+  from their brackets and which have no POS): then every sentence must carry heads, and POS stays
+  ``None``.
 """
 
 from __future__ import annotations
@@ -28,14 +31,15 @@ class GoldAnnotator:
     """Uses the reader's annotations (see the module docstring).
 
     Args:
-        gold: the task's ``TaskSpec.gold`` when known: ``provides`` follows it, and a task without
-            ``"pos"`` fails here, before any data is read. ``None``: judged from the sentences.
+        gold: the task's ``TaskSpec.gold`` when known: ``provides`` follows it, and a task with
+            neither ``"pos"`` nor ``"deps"`` fails here, before any data is read. ``None``: judged
+            from the sentences.
     """
 
     name = "gold"
 
     def __init__(self, gold: frozenset[str] | None = None):
-        if gold is not None and "pos" not in gold:
+        if gold is not None and not gold & {"pos", "deps"}:
             raise no_gold_error()
         self.provides: frozenset[str] = (
             frozenset(gold) & {"pos", "deps"} if gold is not None else frozenset({"pos", "deps"})
@@ -51,6 +55,12 @@ class GoldAnnotator:
             if s.upos is None and s.xpos is not None:
                 _check_len(s.xpos, n, "xpos", k)
                 s.upos = map_ptb(s.xpos, s.tokens)
+            if s.upos is None and "pos" not in self.provides:  # trees alone (the logic formulas)
+                if n and s.heads is None:
+                    missing.append(k)
+                elif s.heads is not None:
+                    _check_len(s.heads, n, "heads", k)
+                continue
             if s.upos is None:
                 if n:
                     missing.append(k)
@@ -66,8 +76,9 @@ class GoldAnnotator:
             if len(missing) == nonempty:
                 raise no_gold_error()
             first = sentences[missing[0]]
+            what = "POS tags" if "pos" in self.provides else "trees"
             raise DataError(
-                f"{len(missing)} of {nonempty} sentences carry no gold POS tags (the first is sentence "
+                f"{len(missing)} of {nonempty} sentences carry no gold {what} (the first is sentence "
                 f"{missing[0] + 1}: {' '.join(first.tokens[:8])!r}); the 'gold' annotator needs them "
                 f"on every sentence; {alternatives('gold')}"
             )

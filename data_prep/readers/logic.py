@@ -6,6 +6,10 @@ side); the last files (N = 12) are open-ended: 12 or more (up to 19). Tokens = t
 brackets. ``meta["n_ops"]`` = N (the file index), ``meta["n_ops_pair"]`` = operators of both sides.
 Splits (Shen et al., ICLR 2019): train = train0..train6 minus a seeded 10% (dev); test = test0..test12,
 all kept so that short (<= 6) and long (7-12) pairs can both be reported via ``n_ops``.
+
+Trees: the bracketing becomes unlabelled dependency heads (:func:`operator_tree`), each operator
+heading its constituent, so that tree encoders (the Tree-LSTM of Bowman et al.'s TreeRNN comparison)
+read the formula's structure; the task declares them as its gold trees (no POS: formulas have none).
 """
 
 from __future__ import annotations
@@ -26,6 +30,54 @@ TEST_MAX_OPS = 12
 LAST_FILE = 12  # train12/test12 hold every pair with 12 or more operators on a side
 
 
+def operator_tree(formula: str) -> tuple[list[str], list[int]]:
+    """Tokens of a bracketed formula (brackets dropped) and their heads, 1-based with 0 = root.
+
+    Each constituent is headed by its operator: in ``( not X )`` and ``( and X )`` / ``( or X )``
+    the operator (the first child, a token) heads the other children; in ``( X ( and Y ) )`` the
+    head of the last child (``and``) heads the others. So ``( e ( or ( not a ) ) )`` -> ``e or not a``
+    with heads ``2 0 2 3``: ``or`` the root over ``e`` and ``not``, which heads ``a``. Raises
+    ``ValueError`` on unbalanced brackets.
+    """
+    tokens: list[str] = []
+    heads: list[int] = []
+    stack: list[list[tuple[int, bool]]] = [[]]  # per open constituent: each child's head and whether it is a bare token
+    for piece in formula.replace("(", " ( ").replace(")", " ) ").split():
+        if piece == "(":
+            stack.append([])
+        elif piece == ")":
+            if len(stack) < 2:
+                raise ValueError("a ')' closes no '('")
+            children = stack.pop()
+            if not children:
+                raise ValueError("empty brackets '( )'")
+            (first, first_is_token), (last, _) = children[0], children[-1]
+            head = first if first_is_token and tokens[first] in OPERATORS and len(children) > 1 else last
+            for child, _ in children:
+                if child != head:
+                    heads[child] = head + 1
+            stack[-1].append((head, False))
+        else:
+            tokens.append(piece)
+            heads.append(0)
+            stack[-1].append((len(tokens) - 1, True))
+    if len(stack) != 1:
+        raise ValueError("a '(' is never closed")
+    roots = [head for head, _ in stack[0]]
+    for extra in roots[1:]:  # several top-level pieces (not in the data): the first heads the rest
+        heads[extra] = roots[0] + 1
+    return tokens, heads
+
+
+def formula_sentence(formula: str, path: Path, number: int, side: str) -> Sentence:
+    """A formula as a :class:`Sentence` with its operator tree (unlabelled); bad brackets name the line."""
+    try:
+        tokens, heads = operator_tree(formula)
+    except ValueError as err:
+        raise DataError(f"{side} formula: {err}", path, number) from None
+    return Sentence(tokens, heads=heads)
+
+
 @gc_paused
 def read_logic(path: str | Path, n_ops: int | None = None, open_ended: bool = False) -> list[Example]:
     """One file; when ``n_ops`` is given, every pair must have exactly that many operators on its larger
@@ -40,10 +92,12 @@ def read_logic(path: str | Path, n_ops: int | None = None, open_ended: bool = Fa
         if len(cells) != 3:
             raise DataError(f"expected 3 tab-separated columns RELATION LEFT RIGHT, found {len(cells)}", path, number)
         label = check_label(cells[0], LOGIC_LABELS, path, number, "relation")
-        left, right = unbracket(cells[1]), unbracket(cells[2])
-        if not left or not right:
-            side = "left" if not left else "right"
+        if not unbracket(cells[1]) or not unbracket(cells[2]):
+            side = "left" if not unbracket(cells[1]) else "right"
             raise DataError(f"empty {side} formula; expected a bracketed formula on both sides", path, number)
+        left_sentence = formula_sentence(cells[1], path, number, "left")
+        right_sentence = formula_sentence(cells[2], path, number, "right")
+        left, right = left_sentence.tokens, right_sentence.tokens
         ops_left = left.count("and") + left.count("or") + left.count("not")
         ops_right = right.count("and") + right.count("or") + right.count("not")
         larger = max(ops_left, ops_right)
@@ -55,7 +109,7 @@ def read_logic(path: str | Path, n_ops: int | None = None, open_ended: bool = Fa
                 number,
             )
         meta = {"n_ops": larger if n_ops is None else n_ops, "n_ops_pair": ops_left + ops_right}
-        out.append(Example([Sentence(left), Sentence(right)], label, number, source, meta))
+        out.append(Example([left_sentence, right_sentence], label, number, source, meta))
     return out
 
 
