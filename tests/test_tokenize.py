@@ -47,3 +47,15 @@ def test_raw_text_tokenizers_per_task():
     assert text_tokenizer("mr")("It's") == ["It's"]
     assert text_tokenizer("custom")("It's fine.") == ["It's", "fine."]  # custom files are split on spaces
     assert text_tokenizer("logic")("( not a ) or b") == ["not", "a", "or", "b"]
+
+
+def test_raw_formulas_keep_their_operator_tree():
+    from cn3.inference import text_examples
+    from data_prep.errors import DataError
+
+    [example] = text_examples(["( a ( and b ) )\t( not c )"], {"level": "pair", "task": "logic"})
+    assert [(s.tokens, s.heads) for s in example.sentences] == [(["a", "and", "b"], [2, 0, 2]), (["not", "c"], [0, 1])]
+    [plain] = text_examples(["Who wrote Hamlet ?"], {"level": "graph", "task": "trec"})
+    assert plain.sentences[0].heads is None  # English text gets its trees from the run's annotator
+    with pytest.raises(DataError, match=r"in.txt, line 2: a '\(' is never closed"):
+        text_examples(["a\tb", "( a\tb"], {"level": "pair", "task": "logic"}, source="in.txt")
