@@ -130,6 +130,21 @@ def check_resume_config(saved: dict, new: dict, resumable: set[tuple[str, str]])
                               f"with {old_flat.get(key)!r} (only {allowed} may change)")
 
 
+def read_saved_config(config_class, path: Path) -> dict:
+    """A run's ``config.yaml`` read back through the dataclasses, as a dict: a key added to the config
+    since the run started takes its default (which keeps the old behaviour) instead of counting as a
+    change when the run is resumed or its grid cell checked.
+
+    Raises:
+        ConfigError: naming the file, when it does not fit this cn3 (a key a later release removed).
+    """
+    try:
+        return to_dict(from_dict(config_class, yaml.safe_load(Path(path).read_text(encoding="utf-8"))))
+    except ConfigError as err:  # the run is another release's
+        raise ConfigError(f"{path} does not fit this cn3 ({err}); it was probably written by another release; "
+                          "evaluate the run as it is, or start a new one") from None
+
+
 def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
              resumable: set[tuple[str, str]]) -> tuple[torch.device, RunDir, dict, World]:
     """What both trainers do first: the device, torch's thread count, the run directory, the
@@ -147,14 +162,7 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
     run = RunDir(run_path, writes=world.main)
     config_dict = to_dict(cfg)
     if resume and run.config.exists():
-        # read back through the dataclasses: a key added to the config since the run started takes its
-        # default (which keeps the old behaviour), instead of counting as a change
-        try:
-            saved = to_dict(from_dict(type(cfg), yaml.safe_load(run.config.read_text())))
-        except ConfigError as err:  # e.g. a key a later release removed: the run is another release's
-            raise ConfigError(f"cannot resume {run.path}: its config.yaml does not fit this cn3 ({err}); it was "
-                              "probably written by another release; evaluate it as it is, or start a new run") from None
-        check_resume_config(saved, config_dict, resumable)
+        check_resume_config(read_saved_config(type(cfg), run.config), config_dict, resumable)
     return device, run, config_dict, world
 
 

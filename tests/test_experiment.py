@@ -152,6 +152,23 @@ def test_a_cell_whose_config_changed_is_refused(grid, tmp_path):
     assert "model.hidden" in result.output
 
 
+def test_a_finished_cell_of_an_earlier_release_still_counts(grid, tmp_path):
+    """A cell whose config.yaml predates a config key (here train.deterministic) is read back with the
+    key's default, as --resume reads it: still done, not "another config"."""
+    import shutil
+
+    spec, runs = grid
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    cell = load_spec(spec).cells(copy)[0]
+    saved = yaml.safe_load((cell.run_dir / "config.yaml").read_text())
+    del saved["train"]["deterministic"]
+    (cell.run_dir / "config.yaml").write_text(yaml.safe_dump(saved))
+    result = invoke("experiment", "run", spec, "--out", copy, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("done") >= 4 and "another config" not in result.output
+
+
 def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, data_root):
     prepared = tmp_path / "trec"
     prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))

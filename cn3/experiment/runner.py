@@ -23,8 +23,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import yaml
-
 from cn3.config import ConfigError
 from cn3.experiment.spec import Cell, ExperimentSpec, resolve_cell
 from cn3.runtime import sigterm_as_interrupt
@@ -80,16 +78,18 @@ def check_cells(cells: list[Cell], threads: int) -> None:
         ConfigError: naming the cell and the key.
     """
     from cn3.loop import RESUMABLE_CHANGES
+    from cn3.nmt.config import NMTConfig
     from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
-    from cn3.runtime import check_resume_config
+    from cn3.run_config import RunConfig
+    from cn3.runtime import check_resume_config, read_saved_config
 
     for cell in cells:
         wanted = resolve_cell(cell, threads)
         saved_path = cell.run_dir / "config.yaml"
         if not saved_path.is_file():
             continue
-        saved = yaml.safe_load(saved_path.read_text(encoding="utf-8"))
         try:
+            saved = read_saved_config(NMTConfig if cell.translation else RunConfig, saved_path)
             check_resume_config(saved, wanted, NMT_RESUMABLE if cell.translation else RESUMABLE_CHANGES)
         except ConfigError as err:
             raise ConfigError(f"cell {cell.name}: {cell.run_dir} holds a run with another config ({err}); "
