@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
+from cn3.experiment.spec import SPEC_DIR
 from data_prep.console import console
 
 experiment_app = typer.Typer(
@@ -18,8 +19,8 @@ experiment_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one (liu-table3, xu-table1, xu-window, "
-             "hao-table1, hao-table2, logic-length; see cn3/configs/experiments/).")
+SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one "
+             f"({', '.join(sorted(p.stem for p in SPEC_DIR.glob('*.yaml')))}; see cn3/configs/experiments/).")
 OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S>."
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
              "(or in one: task=trec,sick,variant=lstm).")
