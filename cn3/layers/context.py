@@ -19,7 +19,7 @@ class BiLSTMContext(nn.Module):
     def __init__(self, in_dim: int, hidden: int, layers: int = 1, dropout: float = 0.0):
         super().__init__()
         self.lstm = LSTM(in_dim, hidden, num_layers=layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if layers > 1 else 0.0)
+                         dropout=dropout if layers > 1 else 0.0)
         self.out_dim = 2 * hidden
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:

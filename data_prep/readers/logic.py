@@ -92,9 +92,9 @@ def read_logic(path: str | Path, n_ops: int | None = None, open_ended: bool = Fa
         if len(cells) != 3:
             raise DataError(f"expected 3 tab-separated columns RELATION LEFT RIGHT, found {len(cells)}", path, number)
         label = check_label(cells[0], LOGIC_LABELS, path, number, "relation")
-        if not unbracket(cells[1]) or not unbracket(cells[2]):
-            side = "left" if not unbracket(cells[1]) else "right"
-            raise DataError(f"empty {side} formula; expected a bracketed formula on both sides", path, number)
+        for side, formula in (("left", cells[1]), ("right", cells[2])):
+            if not unbracket(formula):
+                raise DataError(f"empty {side} formula; expected a bracketed formula on both sides", path, number)
         left_sentence = formula_sentence(cells[1], path, number, "left")
         right_sentence = formula_sentence(cells[2], path, number, "right")
         left, right = left_sentence.tokens, right_sentence.tokens
