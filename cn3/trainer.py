@@ -7,6 +7,7 @@ checkpoint contents, final report) and hands it to :func:`cn3.loop.run_loop`, th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -269,7 +270,7 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | 
             gold, pred = gold_and_predictions(loaded.model, ds.splits[split], labels, ds.level, device,
                                               cfg.train.eval_batch_size)
             res = score(ds.level, tag_scheme, gold, pred)
-            results["scores"][split] = {"metric": res["metric"], "score": round(res["score"], 2),
+            results["scores"][split] = {"metric": res["metric"], "score": round(float(res["score"]), 2),
                                         "coverage": coverage(ds.splits[split], ds.vocabs)}
             results["predictions"][split] = run.write_predictions(split, gold, pred, res["metric"], tag_scheme, task)
     results["metric"] = results["scores"]["dev"]["metric"]
@@ -282,5 +283,5 @@ def finish(run: RunDir, ds, device, cfg: RunConfig, state: dict, command: str | 
                       f"{results['parameters']:,}")
     console.print(table)
     with open(run.log_file, "a", encoding="utf-8") as handle:
-        handle.write(f"results: {results}\n")
+        handle.write(f"results: {json.dumps(results, ensure_ascii=False)}\n")  # as results.json has it
     return results

@@ -359,3 +359,14 @@ def test_report_by_an_unknown_field_names_it_and_the_available_ones(by_grid):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.strip().splitlines() == [
         "error: logic: --by depth: no item has this field; the items have: n_ops, n_ops_pair, length, source"]
+
+
+def test_grid_wall_time_counts_overlapping_runs_once():
+    from cn3.experiment.report import grid_wall_seconds
+
+    runs = [{"started": "2026-11-24T10:00:00", "wall_seconds": 600.0},  # 10:00-10:10
+            {"started": "2026-11-24T10:05:00", "wall_seconds": 600.0},  # 10:05-10:15, beside the first
+            {"started": "2026-11-24T10:07:00", "wall_seconds": 60.0},  # inside both
+            {"started": "2026-11-25T09:00:00", "wall_seconds": 30.5}]  # the next session
+    assert grid_wall_seconds(runs) == 900 + 30.5
+    assert grid_wall_seconds([]) == 0

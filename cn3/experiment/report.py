@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import io
 import json
 import statistics
@@ -255,6 +256,19 @@ def _gridded(spec: ExperimentSpec, cells: list[Cell]) -> ExperimentSpec:
     return dataclasses.replace(spec, variants={v: o for v, o in spec.variants.items() if v in present})
 
 
+def grid_wall_seconds(invocations: list[dict]) -> float:
+    """The time during which at least one ``run`` of the grid was running: the union of the
+    invocations' intervals, so two runs with disjoint ``--only`` side by side count once, and a grid
+    continued over several sessions counts only the time it ran."""
+    spans = sorted((start := datetime.datetime.fromisoformat(i["started"]).timestamp(), start + i["wall_seconds"])
+                   for i in invocations)
+    total, end = 0.0, float("-inf")
+    for start, stop in spans:
+        total += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return round(total, 1)
+
+
 def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path | None = None,
            resamples: int = 10_000) -> tuple[str, dict]:
     """Collect, test and render; with ``out`` also write ``report.{md,csv,tex}``, ``report.json`` and
@@ -266,7 +280,7 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     grid = cells[0].run_dir.parents[2] if cells else None
     wall = None
     if grid is not None and (grid / "grid.json").is_file():
-        wall = sum(i["wall_seconds"] for i in json.loads((grid / "grid.json").read_text())["invocations"])
+        wall = grid_wall_seconds(json.loads((grid / "grid.json").read_text())["invocations"])
     record = {"spec": spec.name, "baseline": spec.baseline, "alpha": ALPHA, "correction": "holm over tasks",
               "grid_wall_seconds": wall,
               "cells": {"total": len(cells), "finished": sum((c.run_dir / "results.json").is_file() for c in cells)},

@@ -21,6 +21,7 @@ models' bytes, weights; ``cn3 nmt translate`` needs nothing else.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -315,5 +316,5 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
         console.print(table)
         console.print(f"sacreBLEU signature: {next(iter(results['scores'].values()))['signature']}")
     with open(run.log_file, "a", encoding="utf-8") as handle:
-        handle.write(f"results: {results}\n")
+        handle.write(f"results: {json.dumps(results, ensure_ascii=False)}\n")  # as results.json has it
     return results
