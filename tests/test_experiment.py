@@ -370,3 +370,15 @@ def test_grid_wall_time_counts_overlapping_runs_once():
             {"started": "2026-11-25T09:00:00", "wall_seconds": 30.5}]  # the next session
     assert grid_wall_seconds(runs) == 900 + 30.5
     assert grid_wall_seconds([]) == 0
+
+
+def test_one_seed_has_no_spread_in_the_table():
+    """A cell with one finished seed prints its mean alone: "± 0.00" would claim a spread never measured."""
+    from cn3.experiment.report import TaskColumn, render, rows
+
+    spec = load_spec("logic-length")
+    columns = {"logic": TaskColumn("logic", "test", "accuracy", {"lstm": {1: 80.0}, "transformer": {1: 50.0, 2: 52.0}})}
+    table = render(spec, columns)
+    assert "| lstm | **80.00 (1)** [×] |" in table and "| transformer | 51.00 ± 1.41 (2) [×] |" in table
+    records = {r["variant"]: r for r in rows(spec, columns)}
+    assert records["lstm"]["std"] is None and records["transformer"]["std"] == pytest.approx(1.41421, abs=1e-5)

@@ -123,8 +123,14 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
             column.tests[variant]["p_holm"] = adjusted
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample std; one seed has no spread, so its std is None (printed as the mean alone,
+    not as a misleading "± 0.00")."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def _spread(mean: float, std: float | None) -> str:
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
 def rows(spec: ExperimentSpec, columns: dict[str, TaskColumn]) -> list[dict]:
@@ -152,7 +158,7 @@ def _best(records: list[dict]) -> dict[str, float]:
 def _cell_text(r: dict, best: dict, fmt: str) -> str:
     if r["mean"] is None:
         return "–"
-    text = f"{r['mean']:.2f} ± {r['std']:.2f} ({r['n']})"
+    text = f"{_spread(r['mean'], r['std'])} ({r['n']})"
     if r["mean"] == best.get(r["task"]):
         text = {"md": f"**{text}**", "latex": f"\\textbf{{{text}}}"}.get(fmt, text)
     paper = "×" if r["paper"] is None else f"{r['paper']:.1f}"
@@ -473,7 +479,7 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
                 if r["mean"] is None:
                     cells.append("–")
                     continue
-                text = f"{r['mean']:.2f} ± {r['std']:.2f}"
+                text = _spread(r["mean"], r["std"])
                 if r["mean"] == best[label] and len(spec.variants) > 1:
                     text = {"md": f"**{text}**", "latex": f"\\textbf{{{text}}}"}.get(fmt, text)
                 cells.append(text)
@@ -536,7 +542,7 @@ def plot_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], path: 
                            label=None if shaded else "unseen in training")
                 shaded = True
         for k, variant in enumerate(spec.variants):
-            points = [(xs[g], statistics.fmean(s.values()), _mean_std(list(s.values()))[1])
+            points = [(xs[g], statistics.fmean(s.values()), _mean_std(list(s.values()))[1] or 0.0)
                       for g in column.groups if (s := column.scores.get(variant, {}).get(g))]
             if points:
                 x, mean, std = zip(*points)
