@@ -161,6 +161,10 @@ class TrainConfig(LoopConfig):
     ``max_tokens``: cap on ``rows * longest item`` per batch (long documents get smaller batches).
     ``lr_decay``: epoch ``e`` (from 0) trains with ``lr * lr_decay ** e`` (1.0 = constant, the paper);
     it damps the late epochs of small, noisy tasks.
+    ``warmup``: the rate rises linearly from ``lr / warmup`` to ``lr`` over the first ``warmup``
+    updates (0 = off, the paper). Transformers are trained with a warm-up (Vaswani et al. 2017);
+    without one, Adam's first updates, scaled by barely-estimated second moments, can push a
+    self-attention stack to a constant prediction it does not leave.
     ``ema``: decay of an exponential moving average of the weights, updated after every step;
     dev evaluation and ``best.pt`` use the average (0 = off, the raw weights; see ``cn3.averaging``).
     ``adversarial``: adds the loss of each batch with its word vectors moved against the model, by
@@ -171,6 +175,7 @@ class TrainConfig(LoopConfig):
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
     lr: float = 1.0
     lr_decay: float = 1.0
+    warmup: int = 0
     weight_decay: float = 0.0
     ema: float = 0.0
     adversarial: float = 0.0
@@ -184,6 +189,8 @@ class TrainConfig(LoopConfig):
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {self.lr_decay}")
+        if self.warmup < 0:
+            raise ConfigError(f"train.warmup must be >= 0 updates, got {self.warmup}")
         if not 0.0 <= self.ema < 1.0:
             raise ConfigError(f"train.ema must be in [0, 1), got {self.ema}")
         if self.adversarial < 0:

@@ -182,7 +182,8 @@ class SentenceTask:
 
     def lr(self, step: int, epoch: int) -> float:
         t = self.cfg.train
-        return t.lr * t.lr_decay ** epoch  # a function of the epoch alone, so resume needs no state
+        warm = min(1.0, step / t.warmup) if t.warmup else 1.0
+        return t.lr * t.lr_decay ** epoch * warm  # a function of step and epoch alone: resume needs no state
 
     def after_update(self) -> None:
         if self.ema is not None:

@@ -182,6 +182,19 @@ def test_lr_decay_sets_each_epochs_rate(prepared, tmp_path):
     assert [g["lr"] for g in groups] == [0.8 * 0.5 ** 2] * len(groups)  # epochs 0, 1, 2
 
 
+def test_warmup_raises_the_rate_linearly_over_the_first_updates(prepared, tmp_path):
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=100", "train.lr=0.8", "train.warmup=4"]
+    run("trec", data, tmp_path / "r", [*common, "train.max_steps=3"])
+    groups = torch.load(tmp_path / "r" / "latest.pt", weights_only=False)["optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == [pytest.approx(0.8 * 3 / 4)] * len(groups)  # update 3 of 4
+    run("trec", data, tmp_path / "r", [*common, "train.max_steps=6"], resume=True)
+    groups = torch.load(tmp_path / "r" / "latest.pt", weights_only=False)["optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == [0.8] * len(groups)  # warmed up; resumed from update 3
+    with pytest.raises(ConfigError, match="train.warmup"):
+        run("trec", data, tmp_path / "w", [*common[:2], "train.warmup=-1"])
+
+
 def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatch):
     import os
     import signal
