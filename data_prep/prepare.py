@@ -235,6 +235,8 @@ def _fingerprint(spec, settings, sources, annotator_name, annotator_version, max
         "annotator_version": annotator_version, "max_len": max_len, "min_freq": settings.min_freq,
         "char_len": settings.char_len, "embeddings": emb_hash,
     }
+    if spec.reader_version != 1:  # only then, so that a first version leaves every existing dataset current
+        payload["reader_version"] = spec.reader_version
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -20,12 +20,12 @@ from data_prep.readers import (
 from data_prep.errors import DataError
 from data_prep.example import Example
 from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
-from data_prep.readers.common import task_dir, unbracket
+from data_prep.readers.common import task_dir
 from data_prep.readers.custom import TOKENIZE as CUSTOM_TOKENIZE
 from data_prep.readers.custom import custom_files, custom_format, custom_level, parse_columns
 from data_prep.readers.imdb import IMDB_LABELS
 from data_prep.readers.labelled_files import LABELLED_FILES, POLARITY, SUBJECTIVITY
-from data_prep.readers.logic import LOGIC_LABELS, TEST_MAX_OPS, TRAIN_MAX_OPS, operator_tree
+from data_prep.readers.logic import LOGIC_LABELS, TEST_MAX_OPS, TRAIN_MAX_OPS, formula_tokens, operator_tree
 from data_prep.readers.nli import NLI_LABELS, SNLI_FILES
 from data_prep.readers.splits import check_fold
 from data_prep.readers.sst import SST2_LABELS, SST5_LABELS
@@ -233,8 +233,9 @@ _TASK_LIST = [
         labels=LOGIC_LABELS,
         gold=frozenset({"deps"}),  # operator trees from the brackets (data_prep/readers/logic.py); no POS
         annotator="gold",
-        tokenize_text=unbracket,  # a formula: its brackets are not tokens
-        text_heads=lambda formula: operator_tree(formula)[1],  # ... but they are its tree
+        tokenize_text=formula_tokens,  # a formula's pieces, brackets included (as the reader reads them)
+        text_heads=lambda formula: operator_tree(formula)[1],  # ... and the tree they bracket
+        reader_version=2,  # 2: brackets are tokens (1 dropped them)
         notes=(
             "follows Shen et al. (ICLR 2019): train = train0-6 (<= 6 operators) minus a seeded 10% dev; "
             "test = all of test0-12 so short (<= 6) and long (7-12) pairs can both be reported: "

@@ -81,6 +81,8 @@ class TaskSpec:
         text_heads: ``text_heads(raw) -> heads`` (1-based, 0 = root) of those tokens, for a task whose
             raw text carries its own tree (the logic formulas' brackets), so new text gets the gold
             trees the run was trained on instead of a parser's stand-in; raises ``ValueError``.
+        reader_version: raised when the reader changes what it makes of the same files (logic 2:
+            brackets became tokens), so a dataset prepared by the older reader is prepared again.
     """
 
     name: str
@@ -100,3 +102,4 @@ class TaskSpec:
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
     tokenize_text: Callable[[str], list[str]] = tokenize
     text_heads: Callable[[str], list[int]] | None = None
+    reader_version: int = 1

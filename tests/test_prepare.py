@@ -54,6 +54,21 @@ def test_changed_settings_rebuild(trec, data_root, tmp_path):
     assert second.manifest["vocab_sizes"]["word"] < first.manifest["vocab_sizes"]["word"]
 
 
+def test_a_new_reader_version_rebuilds(trec, data_root, tmp_path, monkeypatch):
+    """A reader that now makes something else of the same files (logic: brackets became tokens)
+    bumps its task's reader_version, and datasets the older reader prepared are prepared again."""
+    import dataclasses
+
+    from data_prep import tasks
+
+    out = tmp_path / "trec"
+    first = prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
+    assert first.manifest["fingerprint"] == trec.manifest["fingerprint"]  # version 1 adds nothing
+    monkeypatch.setitem(tasks.TASKS, "trec", dataclasses.replace(tasks.TASKS["trec"], reader_version=2))
+    second = prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
+    assert not second.up_to_date and second.manifest["fingerprint"] != first.manifest["fingerprint"]
+
+
 def test_round_trip_through_the_store(trec):
     ds = load_prepared(trec.out)
     test = ds.splits["test"]

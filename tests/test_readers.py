@@ -181,7 +181,10 @@ def test_logic_per_file_counts(load_real, data_root):
     assert relations == {"#": 112_386, "<": 23_278, ">": 23_248, "v": 22_590, "|": 22_550, "=": 3_947, "^": 3_703}
     assert max(e.meta["n_ops"] for e in train_all) == 6
     assert all(e.meta["n_ops"] == int(Path(e.source).name[4:-3]) for e in data["test"])
-    assert "(" not in data["test"][-1].sentences[1].tokens and len(data["dev"]) == round(len(train_all) / 10)
+    longest = max(data["test"], key=lambda e: e.meta["n_ops_pair"]).sentences
+    assert all(s.tokens.count("(") == s.tokens.count(")") for s in longest)  # brackets are tokens
+    assert sum(s.tokens.count("(") for s in longest) >= 12
+    assert len(data["dev"]) == round(len(train_all) / 10)
 
 
 # ---------------------------------------------------------------- splits and folds
@@ -360,14 +363,17 @@ def test_logic_operator_count_checked(tmp_path):
 
 @pytest.mark.parametrize("formula,tokens,heads", [
     ("c", ["c"], [0]),
-    ("( not a )", ["not", "a"], [0, 1]),
-    ("( not ( not a ) )", ["not", "not", "a"], [0, 1, 2]),
-    ("( e ( or ( not a ) ) )", ["e", "or", "not", "a"], [2, 0, 2, 3]),
-    ("( ( not e ) ( and a ) )", ["not", "e", "and", "a"], [3, 1, 0, 3]),
-    ("( ( c ( or d ) ) ( and a ) )", ["c", "or", "d", "and", "a"], [2, 4, 2, 0, 4]),
+    ("( not a )", ["(", "not", "a", ")"], [2, 0, 2, 2]),
+    ("( not ( not a ) )", ["(", "not", "(", "not", "a", ")", ")"], [2, 0, 4, 2, 4, 4, 2]),
+    ("( e ( or ( not a ) ) )", ["(", "e", "(", "or", "(", "not", "a", ")", ")", ")"], [4, 4, 4, 0, 6, 4, 6, 6, 4, 4]),
+    ("( ( not e ) ( and a ) )", ["(", "(", "not", "e", ")", "(", "and", "a", ")", ")"], [7, 3, 7, 3, 3, 7, 0, 7, 7, 7]),
+    ("( ( c ( or d ) ) ( and a ) )", ["(", "(", "c", "(", "or", "d", ")", ")", "(", "and", "a", ")", ")"],
+     [10, 5, 5, 5, 10, 5, 5, 5, 10, 0, 10, 10, 10]),
+    ("(not a)", ["(", "not", "a", ")"], [2, 0, 2, 2]),  # brackets need no spaces around them
 ])
 def test_logic_operator_trees(formula, tokens, heads):
-    """Each operator heads its constituent: ( x ( op y ) ) -> op heads x and y; ( not x ) -> not heads x."""
+    """Each operator heads its constituent and its brackets: ( x ( op y ) ) -> op heads x, y and the
+    brackets; ( not x ) -> not heads x. The brackets stay tokens, as in Shen et al.'s loader."""
     assert operator_tree(formula) == (tokens, heads)
 
 
@@ -378,7 +384,8 @@ def test_logic_reader_gives_trees_and_names_bad_brackets(tmp_path):
     assert "train1.gz, line 2:" in str(err.value) and "left formula: a '(' is never closed" in str(err.value)
     path = write(tmp_path, "train1.gz", "#\t( a ( and b ) )\tc\n", gz=True)
     left, right = read_logic(path, 1)[0].sentences
-    assert (left.tokens, left.heads, right.tokens, right.heads) == (["a", "and", "b"], [2, 0, 2], ["c"], [0])
+    assert (left.tokens, left.heads) == (["(", "a", "(", "and", "b", ")", ")"], [4, 4, 4, 0, 4, 4, 4])
+    assert (right.tokens, right.heads) == (["c"], [0])
 
 
 def test_ptb_files_must_agree(tmp_path):

@@ -46,7 +46,7 @@ def test_raw_text_tokenizers_per_task():
     assert text_tokenizer("snli")("It's") == ["It", "'s"]
     assert text_tokenizer("mr")("It's") == ["It's"]
     assert text_tokenizer("custom")("It's fine.") == ["It's", "fine."]  # custom files are split on spaces
-    assert text_tokenizer("logic")("( not a ) or b") == ["not", "a", "or", "b"]
+    assert text_tokenizer("logic")("(not a) or b") == ["(", "not", "a", ")", "or", "b"]  # brackets are tokens
 
 
 def test_raw_formulas_keep_their_operator_tree():
@@ -54,7 +54,8 @@ def test_raw_formulas_keep_their_operator_tree():
     from data_prep.errors import DataError
 
     [example] = text_examples(["( a ( and b ) )\t( not c )"], {"level": "pair", "task": "logic"})
-    assert [(s.tokens, s.heads) for s in example.sentences] == [(["a", "and", "b"], [2, 0, 2]), (["not", "c"], [0, 1])]
+    assert [(s.tokens, s.heads) for s in example.sentences] == [
+        (["(", "a", "(", "and", "b", ")", ")"], [4, 4, 4, 0, 4, 4, 4]), (["(", "not", "c", ")"], [2, 0, 2, 2])]
     [plain] = text_examples(["Who wrote Hamlet ?"], {"level": "graph", "task": "trec"})
     assert plain.sentences[0].heads is None  # English text gets its trees from the run's annotator
     with pytest.raises(DataError, match=r"in.txt, line 2: a '\(' is never closed"):

@@ -2,13 +2,16 @@
 
 Files ``trainN.gz`` / ``testN.gz``: N is the number of operators (``and``, ``or``, ``not``) of the larger
 side of the pair, checked on every line (SOURCE.md says "in the pair", but the files count the larger
-side); the last files (N = 12) are open-ended: 12 or more (up to 19). Tokens = the formula without
-brackets. ``meta["n_ops"]`` = N (the file index), ``meta["n_ops_pair"]`` = operators of both sides.
+side); the last files (N = 12) are open-ended: 12 or more (up to 19). Tokens = the formula's
+pieces, brackets included, as Shen et al.'s loader (Ordered-Neurons ``proplog.py``) reads them:
+without them a formula is ambiguous (``not a and b`` is both ``( ( not a ) ( and b ) )`` and
+``( not ( a ( and b ) ) )``), so a sequence encoder could not tell which relation holds.
+``meta["n_ops"]`` = N (the file index), ``meta["n_ops_pair"]`` = operators of both sides.
 Splits (Shen et al., ICLR 2019): train = train0..train6 minus a seeded 10% (dev); test = test0..test12,
 all kept so that short (<= 6) and long (7-12) pairs can both be reported via ``n_ops``.
 
 Trees: the bracketing becomes unlabelled dependency heads (:func:`operator_tree`), each operator
-heading its constituent, so that tree encoders (the Tree-LSTM of Bowman et al.'s TreeRNN comparison)
+heading its constituent and its two brackets, so that tree encoders (the Tree-LSTM of Bowman et al.'s TreeRNN comparison)
 read the formula's structure; the task declares them as its gold trees (no POS: formulas have none).
 """
 
@@ -30,20 +33,30 @@ TEST_MAX_OPS = 12
 LAST_FILE = 12  # train12/test12 hold every pair with 12 or more operators on a side
 
 
+def formula_tokens(formula: str) -> list[str]:
+    """The pieces of a formula, brackets included: ``(not a)`` -> ``( not a )``."""
+    return formula.replace("(", " ( ").replace(")", " ) ").split()
+
+
 def operator_tree(formula: str) -> tuple[list[str], list[int]]:
-    """Tokens of a bracketed formula (brackets dropped) and their heads, 1-based with 0 = root.
+    """Tokens of a bracketed formula (brackets kept, see the module doc) and their heads, 1-based
+    with 0 = root.
 
     Each constituent is headed by its operator: in ``( not X )`` and ``( and X )`` / ``( or X )``
     the operator (the first child, a token) heads the other children; in ``( X ( and Y ) )`` the
-    head of the last child (``and``) heads the others. So ``( e ( or ( not a ) ) )`` -> ``e or not a``
-    with heads ``2 0 2 3``: ``or`` the root over ``e`` and ``not``, which heads ``a``. Raises
-    ``ValueError`` on unbalanced brackets.
+    head of the last child (``and``) heads the others; a constituent's two brackets hang from its
+    head. So ``( not a )`` has heads ``2 0 2 2``: ``not`` the root over ``(``, ``a`` and ``)``.
+    Raises ``ValueError`` on unbalanced brackets.
     """
     tokens: list[str] = []
     heads: list[int] = []
     stack: list[list[tuple[int, bool]]] = [[]]  # per open constituent: each child's head and whether it is a bare token
-    for piece in formula.replace("(", " ( ").replace(")", " ) ").split():
+    opened: list[int] = []  # the index of each open constituent's '('
+    for piece in formula_tokens(formula):
         if piece == "(":
+            opened.append(len(tokens))
+            tokens.append(piece)
+            heads.append(0)
             stack.append([])
         elif piece == ")":
             if len(stack) < 2:
@@ -56,6 +69,9 @@ def operator_tree(formula: str) -> tuple[list[str], list[int]]:
             for child, _ in children:
                 if child != head:
                     heads[child] = head + 1
+            heads[opened.pop()] = head + 1
+            tokens.append(piece)
+            heads.append(head + 1)
             stack[-1].append((head, False))
         else:
             tokens.append(piece)
