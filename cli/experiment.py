@@ -114,7 +114,10 @@ def run_command(
             raise typer.Exit(130) from None
     failed = [s for s in states if s.state == "failed"]
     done = sum(s.state in ("done", "skipped") for s in states)
-    console.print(f"{done}/{len(states)} cells finished" + (f", {len(failed)} failed:" if failed else ""))
+    elsewhere = sum(s.state == "elsewhere" for s in states)
+    console.print(f"{done}/{len(states)} cells finished"
+                  + (f", {elsewhere} being trained by another process" if elsewhere else "")
+                  + (f", {len(failed)} failed:" if failed else ""))
     for s in failed:
         console.print(f"  [red]{s.cell.name}[/]: see {s.cell.run_dir / 'experiment.log'}")
     if failed:

@@ -21,12 +21,15 @@ the final predictions and learning curves.
     RUN/curves.png       train loss and dev score against step, drawn from metrics.jsonl at the end
                          (``cn3 plot`` draws several runs on one figure)
     RUN/tensorboard/     TensorBoard event files, under ``train.tensorboard: true``
+    RUN/.training.lock   locked while a trainer writes here (:meth:`RunDir.training`)
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -35,6 +38,7 @@ from rich.text import Text
 from cn3.config import ConfigError
 from data_prep.atomic import atomic_write_text
 from data_prep.console import console
+from data_prep.locking import exclusive_now, held
 
 
 class RunDir:
@@ -58,6 +62,25 @@ class RunDir:
     predictions = property(lambda self: self.path / "predictions")
     curves = property(lambda self: self.path / "curves.png")
     tensorboard = property(lambda self: self.path / "tensorboard")
+    lock = property(lambda self: self.path / ".training.lock")
+
+    @contextmanager
+    def training(self) -> Iterator[None]:
+        """Held while a trainer writes here. A second trainer of the same directory (a second
+        ``--resume``, or two ``cn3 experiment run`` of one grid) is refused at once instead of both
+        writing ``latest.pt``; the lock is the operating system's, so a killed trainer leaves none."""
+        if not self.writes:
+            yield
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        busy = ConfigError(f"another process is training into {self.path} (it holds {self.lock.name}); "
+                           "wait for it to finish or stop it, then run again")
+        with exclusive_now(self.lock, busy):
+            yield
+
+    def busy(self) -> bool:
+        """Whether another process is training into this directory now."""
+        return held(self.lock)
 
     def create(self, config: dict, resume: bool) -> None:
         if self.latest.exists() and not resume:

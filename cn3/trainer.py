@@ -217,7 +217,8 @@ def train(cfg: RunConfig, run_path: Path, resume: bool = False, device_name: str
     check_tensorboard(cfg.train)
     device, run, config_dict, world = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     try:
-        return _train(cfg, run, config_dict, world, resume, device, command)
+        with run.training():  # one trainer per run directory
+            return _train(cfg, run, config_dict, world, resume, device, command)
     finally:
         shutdown(world)
 

@@ -1,5 +1,6 @@
-"""An exclusive, blocking lock on a file: parallel ``cn3 prepare`` (or ``cn3 train``, which prepares on
-the fly) of the same dataset wait for the first one instead of deleting each other's temporary files.
+"""An exclusive lock on a file: parallel ``cn3 prepare`` (or ``cn3 train``, which prepares on the fly)
+of the same dataset wait for the first one instead of deleting each other's temporary files
+(:func:`exclusive`); a second trainer of one run directory is refused at once (:func:`exclusive_now`).
 
 The lock is the operating system's (``flock`` on POSIX, ``msvcrt.locking`` on Windows), so it is
 released when its holder exits, however that happens: a crashed run never leaves a stale lock.
@@ -64,3 +65,26 @@ def exclusive(path: Path, waiting: str) -> Iterator[None]:
             yield
         finally:
             _unlock(handle)
+
+
+@contextmanager
+def exclusive_now(path: Path, error: Exception) -> Iterator[None]:
+    """Hold the lock on ``path`` (created if missing) inside the block; raise ``error`` at once if
+    another process holds it."""
+    with open(path, "a+b") as handle:
+        if not _try_lock(handle):
+            raise error
+        try:
+            yield
+        finally:
+            _unlock(handle)
+
+def held(path: Path) -> bool:
+    """Whether another process holds the lock on ``path`` now (a missing file is not held)."""
+    if not path.is_file():
+        return False
+    with open(path, "a+b") as handle:
+        if not _try_lock(handle):
+            return True
+        _unlock(handle)
+        return False

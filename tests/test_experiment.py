@@ -382,3 +382,28 @@ def test_one_seed_has_no_spread_in_the_table():
     assert "| lstm | **80.00 (1)** [×] |" in table and "| transformer | 51.00 ± 1.41 (2) [×] |" in table
     records = {r["variant"]: r for r in rows(spec, columns)}
     assert records["lstm"]["std"] is None and records["transformer"]["std"] == pytest.approx(1.41421, abs=1e-5)
+
+
+def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
+    """Two runners may share a grid: a cell whose run directory a trainer holds is "elsewhere", neither
+    trained again nor marked failed; a second trainer of the same directory is refused at once."""
+    from cn3.run_dir import RunDir
+
+    prepared = tmp_path / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    tiny = {"data.prepared": str(prepared), "data.embeddings": None, "data.limit": 60, "train.max_steps": 2,
+            "model.hidden": 8, "model.char": "none", "model.pos_dim": 0, "model.spell_dim": 0}
+    spec = write_spec(tmp_path / "s.yaml", set=tiny, seeds=[1],
+                      variants={"nbow": {"model.encoder": "nbow"}, "lstm": {"model.encoder": "lstm"}}, baseline="nbow")
+    held, free = load_spec(spec).cells(tmp_path / "runs")
+    with RunDir(held.run_dir).training():
+        listed = invoke("experiment", "run", spec, "--out", tmp_path / "runs", "--dry-run")
+        assert listed.exit_code == 0 and "elsewhere" in listed.output
+        result = invoke("experiment", "run", spec, "--out", tmp_path / "runs")
+        assert result.exit_code == 0, result.output
+        assert "1/2 cells finished, 1 being trained by another process" in " ".join(result.output.split())
+        refused = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", held.run_dir)
+        assert refused.exit_code == 1 and "another process is training into" in refused.output
+    assert (free.run_dir / "results.json").is_file()
+    assert not (held.run_dir / "results.json").exists() and not (held.run_dir / "cell.failed").exists()
+    assert not RunDir(held.run_dir).busy()  # released with the block

@@ -6,7 +6,10 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
 * ``latest.pt`` without results: **interrupted**, continued with ``--resume`` (exact, see
   :mod:`cn3.loop`);
 * ``cell.failed`` (exit code and the last lines of the log): **failed** last time, tried again;
-* nothing: **queued**.
+* nothing: **queued**;
+* its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, being
+  trained by another process (e.g. a second ``experiment run`` of the same grid with another
+  ``--only``), left to it. So two runners can share a grid; each trains only what nobody else is.
 
 Each cell runs ``python -m cli train ...`` (or ``nmt train``) with ``train.num_threads`` = the cores
 divided by ``--jobs``, its output in ``RUN/experiment.log``. Ctrl-C or SIGTERM stops the grid: the
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 
 from cn3.config import ConfigError
 from cn3.experiment.spec import Cell, ExperimentSpec, resolve_cell
+from cn3.run_dir import RunDir
 from cn3.runtime import sigterm_as_interrupt
 from data_prep.atomic import atomic_write_json, atomic_write_text
 from data_prep.console import console
@@ -35,7 +39,8 @@ LOG = "experiment.log"
 
 @dataclass
 class CellState:
-    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done or skipped."""
+    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done, skipped
+    or elsewhere (another process is training it)."""
 
     cell: Cell
     state: str
@@ -49,6 +54,8 @@ def cell_state(cell: Cell) -> str:
     run = cell.run_dir
     if (run / "results.json").is_file():
         return "done"
+    if RunDir(run).busy():
+        return "elsewhere"
     if (run / FAILED).is_file():
         return "failed"
     if (run / "latest.pt").is_file():
@@ -102,6 +109,9 @@ def default_threads(jobs: int) -> int:
 
 def _start(state: CellState, threads: int) -> None:
     cell = state.cell
+    if RunDir(cell.run_dir).busy():  # another runner took it since the grid was listed
+        state.state = "elsewhere"
+        return
     cell.run_dir.mkdir(parents=True, exist_ok=True)
     (cell.run_dir / FAILED).unlink(missing_ok=True)
     resume = (cell.run_dir / "latest.pt").is_file()
@@ -122,6 +132,9 @@ def _finish(state: CellState, rc: int) -> None:
     if rc == 0 and (cell.run_dir / "results.json").is_file():
         state.state, state.score = "done", _score(cell)
         return
+    if RunDir(cell.run_dir).busy():  # refused: another process took the cell first, and is training it
+        state.state = "elsewhere"
+        return
     tail = (cell.run_dir / LOG).read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
     atomic_write_json(cell.run_dir / FAILED, {"exit_code": rc, "log_tail": tail})
     state.state = "failed"
@@ -139,7 +152,7 @@ def _table(states: list[CellState], started: float, jobs: int):
                         f"{time.time() - started:.0f} s{eta}", title_justify="left")
     for col in ("task", "variant", "seed", "state", "score", "time"):
         table.add_column(col)
-    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red"}
+    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red", "elsewhere": "cyan"}
     for s in states:
         elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
         table.add_row(s.cell.task, s.cell.variant, str(s.cell.seed),
@@ -162,7 +175,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
         state = cell_state(cell)
         states.append(CellState(cell, "skipped" if state == "done" else state,
                                 _score(cell) if state == "done" else ""))
-    pending = [s for s in states if s.state != "skipped"]
+    pending = [s for s in states if s.state not in ("skipped", "elsewhere")]
     started = time.time()
     running: list[CellState] = []
     previous = sigterm_as_interrupt()
@@ -175,6 +188,8 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
             while pending and len(running) < jobs:
                 state = pending.pop(0)
                 _start(state, threads)
+                if state.process is None:  # elsewhere
+                    continue
                 running.append(state)
                 if not live:
                     console.print(f"started {state.cell.name} -> {state.cell.run_dir}")

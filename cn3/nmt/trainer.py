@@ -243,7 +243,8 @@ def train(cfg: NMTConfig, run_path: str | Path, resume: bool = False, device_nam
     check_tensorboard(cfg.train)
     device, run, config_dict, world = open_run(cfg, run_path, resume, device_name, RESUMABLE_CHANGES)
     try:
-        return _train(cfg, run, config_dict, world, resume, device)
+        with run.training():  # one trainer per run directory
+            return _train(cfg, run, config_dict, world, resume, device)
     finally:
         shutdown(world)
 
