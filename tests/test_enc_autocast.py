@@ -48,6 +48,17 @@ def test_the_probe_tells_whether_onednn_runs_a_bf16_lstm_here():
     assert cpu_bf16_lstm_supported() is runs
 
 
+def test_the_probe_leaves_the_random_stream_alone():
+    """It runs at a model's first bf16 forward: drawing from the global generator there would shift
+    the dropout masks after it, and a resumed run (which probes again) would differ from a straight one."""
+    from cn3.layers.lstm import cpu_bf16_lstm_supported
+
+    cpu_bf16_lstm_supported.cache_clear()
+    before = torch.random.get_rng_state()
+    cpu_bf16_lstm_supported()
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
 @pytest.mark.parametrize("packed", [False, True])
 def test_lstm_without_a_bf16_kernel_runs_in_float32_under_autocast(monkeypatch, packed):
     from torch.nn.utils.rnn import pack_padded_sequence

@@ -21,11 +21,14 @@ from torch.nn.utils.rnn import PackedSequence
 
 @functools.cache
 def cpu_bf16_lstm_supported() -> bool:
-    """Whether oneDNN runs a bfloat16 LSTM on this CPU (a tiny forward under autocast, once per process)."""
-    probe = nn.LSTM(2, 2)
+    """Whether oneDNN runs a bfloat16 LSTM on this CPU (a tiny forward under autocast, once per process).
+
+    The probe's LSTM is initialised inside ``fork_rng``: the probe runs at a model's first bf16
+    forward, and drawing its weights from the global generator there would shift every dropout mask
+    after it, so that a run and its resume (which probes again, in a new process) would differ."""
     try:
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            probe(torch.zeros(1, 1, 2))
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            nn.LSTM(2, 2)(torch.zeros(1, 1, 2))
     except RuntimeError:
         return False
     return True
