@@ -298,3 +298,19 @@ def test_lstmn_from_the_registry():
     assert isinstance(enc, LSTMN) and enc.out_dim == 6 and enc.dropout == 0.3
     h, info = enc.eval()(torch.randn(2, 4, 5), _mask([4, 2], 4))
     assert h.shape == (2, 4, 6) and info["alphas"][0].shape == (2, 4, 4)
+
+
+def test_transformer_sees_words_at_the_scale_of_its_positions():
+    """Sentence inputs (random words in U(-0.1, 0.1), or GloVe's) are normalised before the sinusoidal
+    positions are added, as Vaswani et al.'s sqrt(d) scaling intends: the output does not depend on
+    the input's scale, so small random word vectors are not drowned by the positions."""
+    from cn3.encoders.san import SelfAttentionEncoder
+
+    torch.manual_seed(0)
+    enc = SelfAttentionEncoder(in_dim=6, d=8, layers=2, heads=2, ff=16, positions=True).eval()
+    x, mask = torch.randn(2, 5, 6), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    h, _ = enc(x, mask)
+    for scale in (0.2, 20.0):  # the same up to LayerNorm's eps
+        assert torch.allclose(enc(x * scale, mask)[0], h, atol=1e-3)
+    plain = SelfAttentionEncoder(in_dim=6, d=8, layers=2, heads=2, ff=16, positions=False).eval()
+    assert plain.input_norm is None  # translation: embeddings arrive scaled and with their positions

@@ -30,9 +30,11 @@ class SelfAttentionEncoder(nn.Module):
         d, layers, heads, ff: model width, depth, attention heads, feed-forward width.
         dropout, attention_dropout: residual/feed-forward and attention-weight dropout.
         norm: ``pre`` (LayerNorm before each sublayer and a final LayerNorm) or ``post``.
-        positions: add sinusoidal positions to the (projected) input before the first layer. The
-            input is not scaled by ``sqrt(d)``: Vaswani et al. scale embeddings initialised with
-            variance ``1/d``; projected word vectors are already of unit scale.
+        positions: add sinusoidal positions to the input before the first layer, after a LayerNorm
+            of the (projected) input. Vaswani et al. scale embeddings by ``sqrt(d)`` so that words
+            and positions add at the same (unit) scale; node vectors come at any scale (GloVe's,
+            or random words in U(-0.1, 0.1), which projected are about 20 times smaller than the
+            positions and left the logic Transformer blind to its words), so they are normalised.
         window_layers: how many of the lowest layers use windowed attention (``mode``).
         window: the local window ``m`` (``|i - j| <= m``).
         mode: ``hybrid`` (gated, eq. 4-5 of Xu et al.), ``concat`` or ``local``.
@@ -50,6 +52,7 @@ class SelfAttentionEncoder(nn.Module):
             raise ValueError(f"model width {d} is not a multiple of heads {heads}")
         self.d, self.positions, self.dropout = d, positions, dropout
         self.proj = nn.Linear(in_dim, d) if in_dim != d else None
+        self.input_norm = nn.LayerNorm(d) if positions else None
         attns = [HybridSelfAttention(d, heads, attention_dropout, window, mode, gate_per_head)
                  if i < window_layers else MultiHeadAttention(d, heads, attention_dropout) for i in range(layers)]
         self.layers = nn.ModuleList(EncoderLayer(a, d, ff, dropout, norm) for a in attns)
@@ -72,7 +75,7 @@ class SelfAttentionEncoder(nn.Module):
         if self.proj is not None:
             x = self.proj(x)  # (B, N, d)
         if self.positions:
-            x = x + sinusoidal_positions(x.shape[1], self.d, x.device).to(x.dtype)
+            x = self.input_norm(x) + sinusoidal_positions(x.shape[1], self.d, x.device).to(x.dtype)
             x = nn.functional.dropout(x, self.dropout, self.training)
         gates, alphas = [], []
         keep = not self.training
