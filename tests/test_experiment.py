@@ -407,3 +407,10 @@ def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
     assert (free.run_dir / "results.json").is_file()
     assert not (held.run_dir / "results.json").exists() and not (held.run_dir / "cell.failed").exists()
     assert not RunDir(held.run_dir).busy()  # released with the block
+
+
+def test_a_variant_without_its_baseline_says_so():
+    from cn3.experiment.report import TaskColumn, render
+
+    columns = {"logic": TaskColumn("logic", "test", "accuracy", {"transformer": {1: 50.0}})}
+    assert "| transformer | no lstm run yet |" in render(load_spec("logic-length"), columns)

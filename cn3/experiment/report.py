@@ -186,6 +186,11 @@ def _p_text(test: dict | None) -> str:
             f"p {test['p']:.3f} (Holm {test.get('p_holm', test['p']):.3f}){star}{welch}")
 
 
+def _untested(record: dict, baseline: dict, name: str) -> str:
+    """Why a cell with scores has no test: the baseline has no finished run on that task yet."""
+    return f"no {name} run yet" if record["mean"] is not None and baseline["mean"] is None else ""
+
+
 def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md") -> str:
     """The results table and the significance table, as Markdown, CSV or LaTeX."""
     records = rows(spec, columns)
@@ -194,7 +199,8 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {columns[t].split or '-'})" for t in tasks]
     by = {(r["variant"], r["task"]): r for r in records}
     table = [[v] + [_cell_text(by[(v, t)], best, fmt) for t in tasks] for v in spec.variants]
-    tests = [[v] + [_p_text(by[(v, t)]["test"]) for t in tasks] for v in spec.variants if v != spec.baseline]
+    tests = [[v] + [_p_text(by[(v, t)]["test"]) or _untested(by[(v, t)], by[(spec.baseline, t)], spec.baseline)
+                    for t in tasks] for v in spec.variants if v != spec.baseline]
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
