@@ -407,6 +407,8 @@ def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
     assert (free.run_dir / "results.json").is_file()
     assert not (held.run_dir / "results.json").exists() and not (held.run_dir / "cell.failed").exists()
     assert not RunDir(held.run_dir).busy()  # released with the block
+    recorded = json.loads((tmp_path / "runs/tiny/grid.json").read_text())["cells"]
+    assert held.name not in recorded and recorded[free.name]["state"] == "done"  # the other runner records it
 
 
 def test_a_variant_without_its_baseline_says_so():

@@ -244,5 +244,5 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
               "cells": {**record.get("cells", {}),
                         **{s.cell.name: {"run_dir": str(s.cell.run_dir), "state": s.state,
                                          "seconds": None if s.seconds is None else round(s.seconds, 1)}
-                           for s in states}}}
+                           for s in states if s.state != "elsewhere"}}}  # its own runner records it
     atomic_write_json(grid / "grid.json", record)
