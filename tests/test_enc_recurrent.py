@@ -59,13 +59,16 @@ def test_recurrent_san_is_the_sum_of_its_stacks(order, shortcut):
     torch.testing.assert_close(h, expected.masked_fill(~mask.unsqueeze(-1), 0.0))
 
 
-def test_sentence_transformer_is_projection_positions_layers_and_final_norm():
+def test_sentence_transformer_is_projection_norm_positions_layers_and_final_norm():
     torch.manual_seed(2)
     enc = build_encoder("transformer", EncoderArgs(in_dim=5, d=8, layers=2, heads=2, ff=16)).double().eval()
     x = torch.randn(1, 4, 5, dtype=torch.float64)
     mask = torch.ones(1, 4, dtype=torch.bool)
     h, info = enc(x, mask)
-    state = enc.proj(x) + sinusoidal_positions(4, 8).double()
+    projected = enc.proj(x)  # (1, 4, 8), normalised per token before the positions are added
+    normalised = (projected - projected.mean(-1, keepdim=True)) / (projected.var(-1, unbiased=False, keepdim=True)
+                                                                    + 1e-5).sqrt()
+    state = normalised * enc.input_norm.weight + enc.input_norm.bias + sinusoidal_positions(4, 8).double()
     for layer in enc.layers:  # pre-norm: x + Att(LN(x)), then x + FF(LN(x))
         state = state + layer.attn(layer.norm1(state), mask)[0]
         state = state + layer.ffn(layer.norm2(state))
