@@ -162,9 +162,7 @@ class TrainConfig(LoopConfig):
     ``lr_decay``: epoch ``e`` (from 0) trains with ``lr * lr_decay ** e`` (1.0 = constant, the paper);
     it damps the late epochs of small, noisy tasks.
     ``warmup``: the rate rises linearly from ``lr / warmup`` to ``lr`` over the first ``warmup``
-    updates (0 = off, the paper). Transformers are trained with a warm-up (Vaswani et al. 2017);
-    without one, Adam's first updates, scaled by barely-estimated second moments, can push a
-    self-attention stack to a constant prediction it does not leave.
+    updates (0 = off, the paper); Transformers are usually trained with one (Vaswani et al. 2017).
     ``ema``: decay of an exponential moving average of the weights, updated after every step;
     dev evaluation and ``best.pt`` use the average (0 = off, the raw weights; see ``cn3.averaging``).
     ``adversarial``: adds the loss of each batch with its word vectors moved against the model, by

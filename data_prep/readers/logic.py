@@ -11,8 +11,9 @@ Splits (Shen et al., ICLR 2019): train = train0..train6 minus a seeded 10% (dev)
 all kept so that short (<= 6) and long (7-12) pairs can both be reported via ``n_ops``.
 
 Trees: the bracketing becomes unlabelled dependency heads (:func:`operator_tree`), each operator
-heading its constituent and its two brackets, so that tree encoders (the Tree-LSTM of Bowman et al.'s TreeRNN comparison)
-read the formula's structure; the task declares them as its gold trees (no POS: formulas have none).
+heading its constituent and its two brackets, so that tree encoders (the Tree-LSTM of Bowman et
+al.'s TreeRNN comparison) read the formula's structure; the task declares them as its gold trees
+(no POS: formulas have none).
 """
 
 from __future__ import annotations
