@@ -20,7 +20,8 @@ experiment_app = typer.Typer(
 )
 
 SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one "
-             f"({', '.join(sorted(p.stem for p in SPEC_DIR.glob('*.yaml')))}; see cn3/configs/experiments/).")
+             f"({', '.join(sorted(p.stem for p in SPEC_DIR.glob('*.yaml')))}), by name or as "
+             "configs/experiments/<name>.yaml (they live in cn3/configs/experiments/).")
 OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S>."
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
              "(or in one: task=trec,sick,variant=lstm).")

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.experiment.spec import SPEC_DIR, load_spec
+from cn3.experiment.spec import SPEC_DIR, find_spec, load_spec
 from data_prep.prepare import PrepareSettings, prepare
 
 runner = CliRunner()
@@ -46,6 +46,16 @@ def test_every_shipped_spec_resolves_every_cell(name, tmp_path):
     spec = load_spec(name)
     for budget in [None, *spec.budgets]:
         check_cells(spec.cells(tmp_path, budget), threads=1)  # a bad key or value raises, naming the cell
+
+
+def test_a_shipped_spec_is_found_by_name_or_by_its_path_in_the_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the package's copy answers
+    assert find_spec("configs/experiments/liu-table3.yaml") == find_spec("liu-table3") == SPEC_DIR / "liu-table3.yaml"
+    with pytest.raises(ConfigError, match=r"spec not found: configs/experiments/liu-tabel3.yaml; did you mean 'liu-table3'\?"):
+        find_spec("configs/experiments/liu-tabel3.yaml")
+    (tmp_path / "configs" / "experiments").mkdir(parents=True)
+    write_spec(tmp_path / "configs" / "experiments" / "liu-table3.yaml")  # a file of one's own wins
+    assert load_spec("configs/experiments/liu-table3.yaml").name == "tiny"
 
 
 @pytest.mark.parametrize("fields, message", [

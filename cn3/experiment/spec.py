@@ -134,15 +134,17 @@ def _yaml_value(value) -> str:
 
 
 def find_spec(name_or_path: str | Path) -> Path:
-    """A spec file: a path, or the name of a shipped spec (``cn3/configs/experiments/<name>.yaml``)."""
+    """A spec file: a path, or a shipped spec by name (``liu-table3``) or by its path inside the
+    package (``configs/experiments/liu-table3.yaml``, the form the issues and papers' READMEs use:
+    the shipped specs live in ``cn3/configs/experiments/`` so that an installed cn3 has them)."""
     path = Path(name_or_path)
     if path.is_file():
         return path
-    shipped = SPEC_DIR / f"{name_or_path}.yaml"
-    if shipped.is_file():
-        return shipped
+    for shipped in (SPEC_DIR / f"{name_or_path}.yaml", SPEC_DIR.parents[1] / path):
+        if not path.is_absolute() and shipped.is_file():
+            return shipped
     known = sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
-    close = difflib.get_close_matches(str(name_or_path), known, n=1)
+    close = difflib.get_close_matches(path.stem if path.suffix else str(name_or_path), known, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     raise ConfigError(f"experiment spec not found: {name_or_path}{hint} (shipped: {', '.join(known)})")
 
