@@ -149,6 +149,9 @@ def test_a_grid_trains_every_cell_and_skips_them_next_time(grid):
     again = invoke("experiment", "run", spec, "--out", runs)
     assert again.exit_code == 0 and "4/4 cells finished" in again.output
     assert before == {c.name: (c.run_dir / "results.json").stat().st_mtime_ns for c in cells}
+    rerecord = json.loads((runs / "tiny" / "grid.json").read_text())
+    assert rerecord["cells"] == record["cells"]  # still done, with the time of the run that trained them
+    assert [i["cells_trained"] for i in rerecord["invocations"]] == [4, 0]
 
 
 def test_a_cell_whose_config_changed_is_refused(grid, tmp_path):
@@ -214,6 +217,8 @@ def test_a_stopped_grid_finishes_only_what_was_left_exactly(tmp_path, data_root)
     while not (second / "latest.pt").is_file():  # the first cell is done, the second has checkpointed
         assert process.poll() is None and time.time() < deadline, process.stdout.read().decode()
         time.sleep(0.1)
+    live = json.loads((tmp_path / "runs/tiny/grid.json").read_text())  # recorded as it goes, not only at the end
+    assert [live["cells"][c.name]["state"] for c in cells] == ["done", "running"] and len(live["invocations"]) == 1
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=120)[0].decode()
     assert process.returncode == 130, output

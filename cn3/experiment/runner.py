@@ -32,6 +32,7 @@ from cn3.run_dir import RunDir
 from cn3.runtime import sigterm_as_interrupt
 from data_prep.atomic import atomic_write_json, atomic_write_text
 from data_prep.console import console
+from data_prep.locking import exclusive
 
 FAILED = "cell.failed"
 LOG = "experiment.log"
@@ -164,7 +165,8 @@ def _table(states: list[CellState], started: float, jobs: int):
 def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: int | None = None) -> list[CellState]:
     """Train every cell that is not done, ``jobs`` at a time; returns the final states.
 
-    Writes ``<grid>/grid.json`` (spec path, cells, states, wall time) at the end, also when stopped.
+    Keeps ``<grid>/grid.json`` (spec path, cells, states, this invocation's wall time) up to date as
+    cells start and finish, so the record survives a runner that is killed outright.
     """
     from rich.live import Live
 
@@ -177,6 +179,12 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
                                 _score(cell) if state == "done" else ""))
     pending = [s for s in states if s.state not in ("skipped", "elsewhere")]
     started = time.time()
+    invocation = f"{os.getpid()}@{started:.3f}"
+
+    def record() -> None:
+        _write_grid(spec, cells, states, started, jobs, threads, invocation)
+
+    record()
     running: list[CellState] = []
     previous = sigterm_as_interrupt()
     live = Live(_table(states, started, jobs), console=console, refresh_per_second=1,
@@ -191,6 +199,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
                 if state.process is None:  # elsewhere
                     continue
                 running.append(state)
+                record()
                 if not live:
                     console.print(f"started {state.cell.name} -> {state.cell.run_dir}")
             time.sleep(0.2)
@@ -200,6 +209,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
                     continue
                 running.remove(state)
                 _finish(state, rc)
+                record()
                 if not live:
                     console.print(f"{state.state} {state.cell.name} {state.score}"
                                   f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
@@ -218,31 +228,54 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
         if live:
             live.update(_table(states, started, jobs))
             live.stop()
-        _write_grid(spec, cells, states, started, jobs, threads)
+        record()
     return states
 
 
 def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int,
-                threads: int) -> None:
+                threads: int, invocation: str) -> None:
     """``<grid>/grid.json``: the spec, every cell's last state, and one entry per ``run`` invocation
-    (its wall time, jobs, threads and how many cells it trained), so the report can state the grid's
-    wall time however many times it was stopped and continued."""
+    (its wall time so far, jobs, threads and how many cells it trained), so the report can state the
+    grid's wall time however many times it was stopped and continued.
+
+    Several runners may share a grid (each trains what nobody else is): each updates its own
+    invocation (by ``invocation``, pid and start) and the cells it knows, under a lock, and leaves the
+    others' alone. A cell done before this run keeps the entry (and time) of the run that trained it,
+    or gets its time from its results.json.
+    The run directories stay the truth; this is their record (a killed runner's cells may still read
+    "running" here until the grid is run again).
+    """
     if not cells:
         return
     grid = cells[0].run_dir.parents[2]
     grid.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(grid / "spec.yaml", spec.path.read_text(encoding="utf-8"))
-    record = {}
-    if (grid / "grid.json").is_file():
-        record = json.loads((grid / "grid.json").read_text(encoding="utf-8"))
-    trained = sum(s.started is not None for s in states)
-    record = {"spec": str(spec.path),
-              "invocations": [*record.get("invocations", []),
-                              {"started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                               "wall_seconds": round(time.time() - started, 1), "jobs": jobs, "threads": threads,
-                               "cells_trained": trained}],
-              "cells": {**record.get("cells", {}),
-                        **{s.cell.name: {"run_dir": str(s.cell.run_dir), "state": s.state,
+    with exclusive(grid / ".grid.lock", f"waiting for another runner writing {grid / 'grid.json'}"):
+        atomic_write_text(grid / "spec.yaml", spec.path.read_text(encoding="utf-8"))
+        record = {}
+        if (grid / "grid.json").is_file():
+            record = json.loads((grid / "grid.json").read_text(encoding="utf-8"))
+        cells_record = record.get("cells", {})
+        for s in states:
+            if s.state == "elsewhere":  # its own runner records it
+                continue
+            if s.state == "skipped":
+                if cells_record.get(s.cell.name, {}).get("state") != "done":
+                    cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": "done",
+                                                 "seconds": _seconds(s.cell)}
+                continue
+            cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": s.state,
                                          "seconds": None if s.seconds is None else round(s.seconds, 1)}
-                           for s in states if s.state != "elsewhere"}}}  # its own runner records it
-    atomic_write_json(grid / "grid.json", record)
+        mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                "wall_seconds": round(time.time() - started, 1), "jobs": jobs, "threads": threads,
+                "cells_trained": sum(s.started is not None for s in states)}
+        invocations = [i for i in record.get("invocations", []) if i.get("id") != invocation]
+        atomic_write_json(grid / "grid.json", {"spec": str(spec.path), "invocations": [*invocations, mine],
+                                               "cells": cells_record})
+
+
+def _seconds(cell: Cell) -> float | None:
+    """A finished cell's training time from its results.json (for a grid record that lacks it)."""
+    try:
+        return json.loads((cell.run_dir / "results.json").read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return None
