@@ -426,6 +426,14 @@ def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
     assert held.name not in recorded and recorded[free.name]["state"] == "done"  # the other runner records it
 
 
+def test_p_values_below_a_thousandth_are_not_printed_as_zero():
+    from cn3.experiment.report import _p_text
+
+    test = {"difference": 2.35, "ci95": [1.97, 2.73], "p": 1 / 10_001, "p_holm": 3 / 10_001, "welch_p": 0.0412}
+    assert _p_text(test) == "+2.35 [+1.97, +2.73] p 0.0001 (Holm 0.0003)*, Welch 0.041"
+    assert _p_text({**test, "p": 0.2, "p_holm": 0.4, "welch_p": None}) == "+2.35 [+1.97, +2.73] p 0.20 (Holm 0.40)"
+
+
 def test_a_variant_without_its_baseline_says_so():
     from cn3.experiment.report import TaskColumn, render
 

@@ -176,14 +176,16 @@ def _tex(text: str) -> str:
 
 
 def _p_text(test: dict | None) -> str:
+    from cn3.stats import format_p  # two significant digits: a resampling test's p is never printed as 0
+
     if not test:
         return ""
     if "error" in test:
         return test["error"]
     star = "*" if test.get("p_holm", test["p"]) < ALPHA else ""
-    welch = f", Welch {test['welch_p']:.3f}" if test.get("welch_p") is not None else ""
+    welch = f", Welch {format_p(test['welch_p'])}" if test.get("welch_p") is not None else ""
     return (f"{test['difference']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}] "
-            f"p {test['p']:.3f} (Holm {test.get('p_holm', test['p']):.3f}){star}{welch}")
+            f"p {format_p(test['p'])} (Holm {format_p(test.get('p_holm', test['p']))}){star}{welch}")
 
 
 def _untested(record: dict, baseline: dict, name: str) -> str:
