@@ -153,14 +153,15 @@ def report_command(
 
     --by FIELD scores each finished cell's predictions per group of items instead (as `cn3 evaluate
     --by` scores one run): mean ± std over seeds per variant and group, the groups that no training
-    item has marked †; per-group differences are not tested.
+    item has marked †, and each variant's paired test against the baseline per group (Holm over the
+    groups).
     """
     from cn3.experiment.report import report, report_by
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, runs, only)
         if by is not None:
-            text, record = report_by(spec_obj, cells, by, fmt.value, out)
+            text, record = report_by(spec_obj, cells, by, fmt.value, out, resamples)
         else:
             text, record = report(spec_obj, cells, fmt.value, out, resamples)
     print(text, end="")

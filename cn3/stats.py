@@ -206,6 +206,8 @@ def _randomization(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[
     d = int(differ.sum())
     if not d:
         return 1.0, "exact randomization", 1  # the one distinct swap: the observed difference, 0
+    if d == 1:  # two swaps, +x and -x, both as extreme as observed (and scipy wants two observations)
+        return 1.0, "exact randomization", 2
     difference, rows = _difference(counts_a[differ], counts_b[differ], score, base=counts_a[~differ].sum(axis=0))
     test = stats.permutation_test(rows, difference, permutation_type="samples", vectorized=True,
                                   n_resamples=resamples, batch=max(1, _GATHER_BUDGET // d), rng=rng)

@@ -353,7 +353,11 @@ def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_g
     assert cn3 == "| cn3 (2) | " + " | ".join(["**100.00 ± 0.00**"] * 7 + ["0.00 ± 0.00"] * 6) + " |"
     items = next(line for line in lines if line.startswith("| items |"))
     assert items == "| items | " + " | ".join([str(BY_TEST_LINES)] * 13) + " |"
-    assert "†: no training item has this value" in result.stdout and "not tested" in result.stdout
+    assert "†: no training item has this value" in result.stdout and "Holm over the groups" in result.stdout
+    # cn3 against lstm, both seeds pooled (4 items a group): right 4 against 3 up to 6 operators, 0
+    # against 3 beyond; exact randomization over the items they score differently (1 and 3 of them)
+    tests = next(line for line in lines if line.startswith("| cn3 |"))
+    assert tests == "| cn3 | " + " | ".join(["+25.00 (1.0)"] * 7 + ["-75.00 (1.0)"] * 6) + " |"
 
     record = json.loads((out / "by-n_ops.json").read_text())
     assert record["tasks"]["logic"]["unseen_in_training"] == {str(n): n > 6 for n in range(13)}
@@ -362,7 +366,9 @@ def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_g
     assert row["std"] == pytest.approx(35.3553, abs=1e-4) and row["unseen_in_training"] is True
     csv_lines = (out / "by-n_ops.csv").read_text().splitlines()
     assert csv_lines[0].startswith("task,split,metric,field,group,unseen_in_training,items,variant,mean,std")
-    assert "logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0" in csv_lines
+    assert any(line.startswith("logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0,-75.0,") for line in csv_lines)
+    test = next(r for r in record["rows"] if r["variant"] == "cn3" and r["group"] == "12")["test"]
+    assert test["method"] == "exact randomization" and test["items"] == 4 and test["p"] == 0.25
     assert (out / "by-n_ops.md").read_text() == result.stdout
     assert (out / "by-n_ops.png").read_bytes()[:4] == b"\x89PNG"
     assert "$\\pm$" in (out / "by-n_ops.tex").read_text()

@@ -107,6 +107,16 @@ def test_identical_systems_differ_by_zero_with_p_one():
     assert long.difference == 0 and long.p_value == 1.0
 
 
+def test_one_differing_item_has_p_one():
+    """Two swaps, the observed difference and its negation: both reach it (a group of few items in
+    `report --by` meets this)."""
+    gold, pred_a, pred_b = ["a", "b", "c", "d"], ["a", "b", "c", "d"], ["a", "b", "c", "x"]
+    result = paired_test(gold, pred_a, pred_b, "accuracy")
+    assert (result.difference, result.p_value, result.items_differ) == (25.0, 1.0, 1)
+    assert result.method == "exact randomization" and result.resamples == 2
+    assert result.p_value == brute_force_p(gold, pred_a, pred_b, accuracy_points)
+
+
 def test_token_accuracy_as_cn3_scores_it():
     result = paired_test(TAGS_GOLD, TAGS_A, TAGS_B, "token_accuracy")
     assert result.score_a == pytest.approx(score("node", None, TAGS_GOLD, TAGS_A)["score"])

@@ -310,8 +310,9 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
 
 # ---------------------------------------------------------------- --by FIELD: scores per group of items
 
-BY_NOTE = ("Per-group differences are not tested for significance (the table without --by has the paired "
-           "tests of the whole split).")
+BY_NOTE = ("Against the baseline, per group: difference, Holm-adjusted paired p (approximate randomization on "
+           "the group's items of the seeds both variants finished, pooled; Holm over the groups of each variant "
+           "and task), `*` below 0.05.")
 
 
 @dataclass
@@ -335,6 +336,9 @@ class GroupedColumn:
     items: dict[str, set[int]] = field(default_factory=dict)
     unseen: dict[str, bool | None] = field(default_factory=dict)
     note: str | None = None  # why the task is not grouped
+    # variant -> seed -> (each scored item's group label, the run's predictions), for the paired tests
+    runs: dict[str, dict[int, tuple[list[str], object]]] = field(default_factory=dict)
+    tests: dict[str, dict[str, dict]] = field(default_factory=dict)  # variant -> group label -> test
 
 
 def _run_data(run_dir: Path):
@@ -391,7 +395,7 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
             not match its dataset's items.
     """
     from cn3.config import ConfigError
-    from cn3.grouped import group_keys, group_order, grouped_scores, seen_keys
+    from cn3.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
     from cn3.stats import load_predictions
 
     out: dict[str, GroupedColumn] = {}
@@ -421,6 +425,7 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
                 except ConfigError as err:
                     raise ConfigError(f"{task}: {err}") from None
                 seen = None if by == "source" else seen_keys(train, by)
+                grouped.runs.setdefault(variant, {})[seed] = ([group_label(k, by) for k in keys], predictions)
                 for g in grouped_scores(keys, predictions.gold, predictions.pred, level, predictions.tag_scheme,
                                         by, seen):
                     grouped.values.setdefault(g.label, g.value)
@@ -430,6 +435,44 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
         grouped.groups = sorted(grouped.values, key=lambda label: group_order(grouped.values[label]))
         grouped.unseen = {label: None if None in marks else all(marks) for label, marks in unseen.items()}
     return out
+
+
+def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], resamples: int = 10_000) -> None:
+    """Fill ``column.tests``: per group, the paired test of every variant against the baseline on the
+    group's items of the seeds both finished, pooled (as :func:`significance` does for the whole
+    split), and the p-values Holm-adjusted over the groups of each variant and task."""
+    from cn3.stats import holm, paired_test
+
+    for column in grouped.values():
+        base = column.runs.get(spec.baseline, {})
+        for variant, runs in column.runs.items():
+            seeds = sorted(set(runs) & set(base))
+            if variant == spec.baseline or not seeds:
+                continue
+            tests: dict[str, dict] = {}
+            for label in column.groups:
+                gold, pred_a, pred_b = [], [], []
+                for seed in seeds:
+                    (labels, a), (_, b) = runs[seed], base[seed]
+                    if a.gold != b.gold:
+                        tests[label] = {"error": f"seed {seed}: the two runs scored different items"}
+                        break
+                    idx = [i for i, group in enumerate(labels) if group == label]
+                    gold += [a.gold[i] for i in idx]
+                    pred_a += [a.pred[i] for i in idx]
+                    pred_b += [b.pred[i] for i in idx]
+                if label in tests or not gold:
+                    continue
+                if len(gold) < 2:
+                    tests[label] = {"error": "one item"}
+                    continue
+                result = paired_test(gold, pred_a, pred_b, column.metric, tag_scheme=a.tag_scheme, resamples=resamples)
+                tests[label] = {"seeds": seeds, "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
+                                "p": result.p_value, "method": result.method, "items": result.n_items}
+            tested = [t for t in tests.values() if "p" in t]
+            for test, adjusted in zip(tested, holm([t["p"] for t in tested])):
+                test["p_holm"] = adjusted
+            column.tests[variant] = tests
 
 
 def grouped_rows(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]) -> list[dict]:
@@ -443,8 +486,21 @@ def grouped_rows(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]) -> lis
                 out.append({"task": task, "split": column.split, "metric": column.metric, "field": column.by,
                             "group": label, "unseen_in_training": column.unseen.get(label),
                             "items": sorted(column.items.get(label, ())), "variant": variant,
-                            "mean": mean, "std": std, "n": len(seeds), "seeds": dict(sorted(seeds.items()))})
+                            "mean": mean, "std": std, "n": len(seeds), "seeds": dict(sorted(seeds.items())),
+                            "test": column.tests.get(variant, {}).get(label)})
     return out
+
+
+def _group_test_text(test: dict | None) -> str:
+    """``+4.69 (0.0002)*``: the difference to the baseline and its Holm-adjusted paired p."""
+    from cn3.stats import format_p
+
+    if not test:
+        return ""
+    if "error" in test:
+        return test["error"]
+    star = "*" if test["p_holm"] < ALPHA else ""
+    return f"{test['difference']:+.2f} ({format_p(test['p_holm'])}){star}"
 
 
 UNSEEN_MARK = "†"
@@ -462,11 +518,13 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["task", "split", "metric", "field", "group", "unseen_in_training", "items", "variant",
-                         "mean", "std", "n", "seed_scores"])
+                         "mean", "std", "n", "seed_scores", "difference", "ci_low", "ci_high", "p_paired", "p_holm"])
         for r in records:
+            t = r["test"] if r["test"] and "error" not in r["test"] else {}
             writer.writerow([r["task"], r["split"], r["metric"], r["field"], r["group"], r["unseen_in_training"],
                              ";".join(map(str, r["items"])), r["variant"], r["mean"], r["std"], r["n"],
-                             ";".join(f"{s}:{v}" for s, v in r["seeds"].items())])
+                             ";".join(f"{s}:{v}" for s, v in r["seeds"].items()), t.get("difference"),
+                             *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm")])
         return buffer.getvalue()
     by = {(r["task"], r["variant"], r["group"]): r for r in records}
     blocks = []
@@ -517,6 +575,12 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
         lines += [f"## {spec.name}: {task}, {column.metric} by {column.by} ({column.split}), mean ± std over seeds",
                   "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
+        tested = [v for v in spec.variants if column.tests.get(v)]
+        if tested:
+            lines += ["", f"against {spec.baseline}: difference (Holm-adjusted paired p)", "",
+                      "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join([v] + [_group_test_text(column.tests[v].get(label)) for label in column.groups])
+                      + " |" for v in tested]
         lines.append("")
     lines.append(f"{unseen_note}Rows: variant (seeds finished); items: the group's size in the scored split; "
                  f"best mean per group in bold. {BY_NOTE}")
@@ -571,11 +635,13 @@ def plot_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], path: 
 
 
 def report_by(spec: ExperimentSpec, cells: list[Cell], by: str, fmt: str = "md",
-              out: Path | None = None) -> tuple[str, dict]:
-    """The grid's scores per group of items (``--by FIELD``); with ``out`` also write
-    ``by-<field>.{md,csv,tex,json,png}`` there. Returns the rendered table and the JSON record."""
+              out: Path | None = None, resamples: int = 10_000) -> tuple[str, dict]:
+    """The grid's scores per group of items (``--by FIELD``), with the paired tests against the
+    baseline per group; with ``out`` also write ``by-<field>.{md,csv,tex,json,png}`` there. Returns
+    the rendered table and the JSON record."""
     spec = _gridded(spec, cells)
     grouped = collect_grouped(collect(cells), by)
+    grouped_significance(spec, grouped, resamples)
     text = render_grouped(spec, grouped, fmt)
     record = {"spec": spec.name, "by": by, "note": BY_NOTE,
               "cells": {"total": len(cells), "finished": sum((c.run_dir / "results.json").is_file() for c in cells)},
