@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import reprlib
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -539,7 +540,11 @@ def welch(scores_a: Sequence[float], scores_b: Sequence[float]) -> WelchResult:
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return WelchResult(None, None, None, "every run of A scores the same and so does every run of B: no "
                                              "variance to test against")
-    result = stats.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings():
+        # scipy warns of "precision loss" when one side is constant (every seed of a model stuck at the
+        # majority class): its variance is then exactly 0, a valid input, and the test stands on the other.
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        result = stats.ttest_ind(a, b, equal_var=False)
     return WelchResult(float(result.statistic), float(result.pvalue), float(result.df))
 
 

@@ -200,6 +200,18 @@ def test_welch_on_known_values():
     assert p == pytest.approx(1 - 3 / np.sqrt(13)) == pytest.approx(0.16795, abs=1e-5)
 
 
+def test_welch_with_one_constant_side_is_quiet_and_exact():
+    """Two seeds stuck at the majority class (56.87 twice) against 70 and 72: B's variance 2 alone,
+    t = (56.87 - 71) / sqrt(2/2) = -14.13 on Welch's df 1; and no warning from scipy."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t, p, df, reason = welch([56.87, 56.87], [70.0, 72.0])
+    assert (t, df, reason) == (pytest.approx(56.87 - 71.0), pytest.approx(1.0), None)
+    assert p == pytest.approx(2 * (0.5 - np.arctan(14.13) / np.pi))  # Student's t with 1 df is Cauchy
+
+
 def test_welch_says_why_it_cannot_run():
     one = welch([80.1], [79.0, 79.5])
     assert one.t is None and one.p is None and "at least 2 scores per side (A has 1, B has 2)" in one.reason
