@@ -440,6 +440,18 @@ def test_p_values_below_a_thousandth_are_not_printed_as_zero():
     assert _p_text({**test, "p": 0.2, "p_holm": 0.4, "welch_p": None}) == "+2.35 [+1.97, +2.73] p 0.20 (Holm 0.40)"
 
 
+def test_a_cell_another_runner_finished_after_the_listing_is_not_trained_again(tmp_path):
+    from cn3.experiment.runner import CellState, _start
+
+    cell = load_spec(write_spec(tmp_path / "s.yaml")).cells(tmp_path / "runs")[0]
+    state = CellState(cell, "queued")  # listed while nobody had trained it
+    cell.run_dir.mkdir(parents=True)
+    (cell.run_dir / "results.json").write_text(json.dumps({"scores": {"test": {"score": 90.0}}}))
+    _start(state, threads=1)
+    assert state.process is None and (state.state, state.score) == ("skipped", "test 90.00")
+    assert not (cell.run_dir / "experiment.log").exists()
+
+
 def test_a_variant_without_its_baseline_says_so():
     from cn3.experiment.report import TaskColumn, render
 

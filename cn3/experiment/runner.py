@@ -110,6 +110,9 @@ def default_threads(jobs: int) -> int:
 
 def _start(state: CellState, threads: int) -> None:
     cell = state.cell
+    if (cell.run_dir / "results.json").is_file():  # another runner finished it since the grid was listed
+        state.state, state.score = "skipped", _score(cell)
+        return
     if RunDir(cell.run_dir).busy():  # another runner took it since the grid was listed
         state.state = "elsewhere"
         return
@@ -196,7 +199,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
             while pending and len(running) < jobs:
                 state = pending.pop(0)
                 _start(state, threads)
-                if state.process is None:  # elsewhere
+                if state.process is None:  # another runner has it, or has finished it
                     continue
                 running.append(state)
                 record()
