@@ -452,6 +452,21 @@ def test_a_cell_another_runner_finished_after_the_listing_is_not_trained_again(t
     assert not (cell.run_dir / "experiment.log").exists()
 
 
+def test_a_runner_records_only_the_cells_it_started_over_another_runners_entries(tmp_path):
+    """Two runners of one grid: what B merely listed (queued) does not overwrite A's entry for it."""
+    from cn3.experiment.runner import CellState, _write_grid
+
+    spec = load_spec(write_spec(tmp_path / "s.yaml"))
+    first, second = spec.cells(tmp_path / "runs")[:2]
+    _write_grid(spec, [first], [CellState(first, "done", started=1.0, seconds=12.0)], 0.0, 1, 1, "A")
+    listed, started = CellState(first, "queued"), CellState(second, "running", started=2.0)
+    _write_grid(spec, [first, second], [listed, started], 0.0, 1, 1, "B")
+    record = json.loads((first.run_dir.parents[2] / "grid.json").read_text())
+    assert record["cells"][first.name] == {"run_dir": str(first.run_dir), "state": "done", "seconds": 12.0}
+    assert record["cells"][second.name]["state"] == "running"
+    assert [i["id"] for i in record["invocations"]] == ["A", "B"]
+
+
 def test_a_variant_without_its_baseline_says_so():
     from cn3.experiment.report import TaskColumn, render
 

@@ -266,8 +266,12 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
                     cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": "done",
                                                  "seconds": _seconds(s.cell)}
                 continue
-            cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": s.state,
-                                         "seconds": None if s.seconds is None else round(s.seconds, 1)}
+            entry = {"run_dir": str(s.cell.run_dir), "state": s.state,
+                     "seconds": None if s.seconds is None else round(s.seconds, 1)}
+            if s.started is None:  # listed, not (yet) started here: another runner's entry for it stands
+                cells_record.setdefault(s.cell.name, entry)
+            else:
+                cells_record[s.cell.name] = entry
         mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "wall_seconds": round(time.time() - started, 1), "jobs": jobs, "threads": threads,
                 "cells_trained": sum(s.started is not None for s in states)}
