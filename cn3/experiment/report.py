@@ -77,28 +77,40 @@ def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
     return columns
 
 
+def _pooled_test(pairs: dict[int, tuple], metric: str, resamples: int, items: dict[int, list[int]] | None = None) -> dict:
+    """The paired test of A against B on their seeds' predictions pooled: ``pairs`` maps a seed to
+    ``(A's, B's)`` :class:`cn3.stats.Predictions`; ``items``, per seed, the item indices to test
+    (a group of ``report --by``; None: every item)."""
+    from cn3.stats import bleu_paired_test, paired_test
+
+    gold, pred_a, pred_b = [], [], []
+    for seed, (a, b) in sorted(pairs.items()):
+        if a.gold != b.gold:
+            return {"error": f"seed {seed}: the two runs scored different items"}
+        idx = range(len(a.gold)) if items is None else items[seed]
+        gold += [a.gold[i] for i in idx]
+        pred_a += [a.pred[i] for i in idx]
+        pred_b += [b.pred[i] for i in idx]
+    if len(gold) < 2:
+        return {"error": "fewer than 2 items"}
+    if metric == "bleu":
+        result = bleu_paired_test(gold, pred_a, pred_b)
+    else:
+        result = paired_test(gold, pred_a, pred_b, metric, tag_scheme=a.tag_scheme, resamples=resamples)
+    return {"seeds": sorted(pairs), "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
+            "p": result.p_value, "method": result.method, "items": result.n_items}
+
+
 def _paired(column: TaskColumn, variant: str, baseline: str, resamples: int) -> dict:
     """The paired test of ``variant`` against ``baseline`` on the seeds both finished, pooled."""
-    from cn3.stats import bleu_paired_test, load_predictions, paired_test
+    from cn3.stats import load_predictions
 
     seeds = sorted(set(column.runs.get(variant, {})) & set(column.runs.get(baseline, {})))
     if not seeds:
         return {"error": "no seed finished for both"}
-    gold, pred_a, pred_b = [], [], []
-    for seed in seeds:
-        a = load_predictions(column.runs[variant][seed], column.split)
-        b = load_predictions(column.runs[baseline][seed], column.split)
-        if a.gold != b.gold:
-            return {"error": f"seed {seed}: the two runs scored different items"}
-        gold += a.gold
-        pred_a += a.pred
-        pred_b += b.pred
-    if column.metric == "bleu":
-        result = bleu_paired_test(gold, pred_a, pred_b)
-    else:
-        result = paired_test(gold, pred_a, pred_b, column.metric, tag_scheme=a.tag_scheme, resamples=resamples)
-    return {"seeds": seeds, "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
-            "p": result.p_value, "method": result.method, "items": result.n_items}
+    pairs = {seed: (load_predictions(column.runs[variant][seed], column.split),
+                    load_predictions(column.runs[baseline][seed], column.split)) for seed in seeds}
+    return _pooled_test(pairs, column.metric, resamples)
 
 
 def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples: int = 10_000) -> None:
@@ -336,8 +348,8 @@ class GroupedColumn:
     items: dict[str, set[int]] = field(default_factory=dict)
     unseen: dict[str, bool | None] = field(default_factory=dict)
     note: str | None = None  # why the task is not grouped
-    # variant -> seed -> (each scored item's group label, the run's predictions), for the paired tests
-    runs: dict[str, dict[int, tuple[list[str], object]]] = field(default_factory=dict)
+    # variant -> seed -> (group label -> its items' indices, the run's predictions), for the paired tests
+    runs: dict[str, dict[int, tuple[dict[str, list[int]], object]]] = field(default_factory=dict)
     tests: dict[str, dict[str, dict]] = field(default_factory=dict)  # variant -> group label -> test
 
 
@@ -425,7 +437,10 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
                 except ConfigError as err:
                     raise ConfigError(f"{task}: {err}") from None
                 seen = None if by == "source" else seen_keys(train, by)
-                grouped.runs.setdefault(variant, {})[seed] = ([group_label(k, by) for k in keys], predictions)
+                members: dict[str, list[int]] = {}
+                for i, key in enumerate(keys):
+                    members.setdefault(group_label(key, by), []).append(i)
+                grouped.runs.setdefault(variant, {})[seed] = (members, predictions)
                 for g in grouped_scores(keys, predictions.gold, predictions.pred, level, predictions.tag_scheme,
                                         by, seen):
                     grouped.values.setdefault(g.label, g.value)
@@ -441,7 +456,7 @@ def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]
     """Fill ``column.tests``: per group, the paired test of every variant against the baseline on the
     group's items of the seeds both finished, pooled (as :func:`significance` does for the whole
     split), and the p-values Holm-adjusted over the groups of each variant and task."""
-    from cn3.stats import holm, paired_test
+    from cn3.stats import holm
 
     for column in grouped.values():
         base = column.runs.get(spec.baseline, {})
@@ -449,26 +464,10 @@ def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]
             seeds = sorted(set(runs) & set(base))
             if variant == spec.baseline or not seeds:
                 continue
-            tests: dict[str, dict] = {}
-            for label in column.groups:
-                gold, pred_a, pred_b = [], [], []
-                for seed in seeds:
-                    (labels, a), (_, b) = runs[seed], base[seed]
-                    if a.gold != b.gold:
-                        tests[label] = {"error": f"seed {seed}: the two runs scored different items"}
-                        break
-                    idx = [i for i, group in enumerate(labels) if group == label]
-                    gold += [a.gold[i] for i in idx]
-                    pred_a += [a.pred[i] for i in idx]
-                    pred_b += [b.pred[i] for i in idx]
-                if label in tests or not gold:
-                    continue
-                if len(gold) < 2:
-                    tests[label] = {"error": "one item"}
-                    continue
-                result = paired_test(gold, pred_a, pred_b, column.metric, tag_scheme=a.tag_scheme, resamples=resamples)
-                tests[label] = {"seeds": seeds, "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
-                                "p": result.p_value, "method": result.method, "items": result.n_items}
+            pairs = {seed: (runs[seed][1], base[seed][1]) for seed in seeds}
+            tests = {label: _pooled_test(pairs, column.metric, resamples,
+                                         {seed: runs[seed][0].get(label, []) for seed in seeds})
+                     for label in column.groups}
             tested = [t for t in tests.values() if "p" in t]
             for test, adjusted in zip(tested, holm([t["p"] for t in tested])):
                 test["p_holm"] = adjusted
