@@ -12,7 +12,7 @@ the final predictions and learning curves.
                          scored split: {"path": "predictions/<split>.jsonl", "items": n, "metric":
                          "accuracy" | "span_f1" | "token_accuracy" | "bleu", "tag_scheme": str | null,
                          "task": the task (translation: the corpus, e.g. "multi30k en-de")}
-    RUN/predictions/<split>.jsonl
+    RUN/predictions/<split>.jsonl (gzipped as .jsonl.gz above 1 MB, e.g. the 37k logic test pairs)
                          the best checkpoint's output on each scored split (sentence runs: dev and
                          test; translation: every split of train.final_splits), one JSON object per
                          item in dataset order: {"i": item index, "gold": ..., "pred": ...}: label
@@ -26,6 +26,7 @@ the final predictions and learning curves.
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections.abc import Iterator
@@ -36,9 +37,12 @@ import yaml
 from rich.text import Text
 
 from cn3.config import ConfigError
-from data_prep.atomic import atomic_write_text
+from data_prep.atomic import atomic_write, atomic_write_text
 from data_prep.console import console
 from data_prep.locking import exclusive_now, held
+
+#: predictions larger than this are written gzipped (run records are committed; see docs/runs)
+COMPRESS_OVER = 1_000_000
 
 
 class RunDir:
@@ -112,8 +116,13 @@ class RunDir:
         for ``results.json["predictions"]``, which tells a reader how to score the file."""
         lines = [json.dumps({"i": i, "gold": g, "pred": p}, ensure_ascii=False)
                  for i, (g, p) in enumerate(zip(gold, pred, strict=True))]
-        relative = f"{self.predictions.name}/{split}.jsonl"
-        atomic_write_text(self.path / relative, "".join(line + "\n" for line in lines))
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        plain, packed = f"{self.predictions.name}/{split}.jsonl", f"{self.predictions.name}/{split}.jsonl.gz"
+        relative, other = (packed, plain) if len(data) > COMPRESS_OVER else (plain, packed)
+        # mtime=0: the same predictions give the same bytes (records under docs/runs diff cleanly)
+        atomic_write(self.path / relative, lambda handle: handle.write(
+            data if relative == plain else gzip.compress(data, mtime=0)))
+        (self.path / other).unlink(missing_ok=True)  # a rerun's file of the other size class
         return {"path": relative, "items": len(lines), "metric": metric, "tag_scheme": tag_scheme, "task": task}
 
     def require(self) -> None:

@@ -44,6 +44,7 @@ inputs and seed give the same figures.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import reprlib
@@ -441,7 +442,8 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
         raise ConfigError(f"{run} has no predictions for {split}: {path} is missing (it was trained before cn3 0.3 "
                           "or the split was not scored)")
     gold, pred = [], []
-    with open(path, encoding="utf-8") as handle:
+    opener = gzip.open if path.suffix == ".gz" else open  # large prediction files are gzipped (cn3.run_dir)
+    with opener(path, "rt", encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             at = f"{path}, line {number}"
             try:

@@ -277,6 +277,33 @@ def test_load_predictions_and_compare(tmp_path):
         check_paired(c, d)
 
 
+def test_predictions_over_a_megabyte_are_gzipped_and_read_back(tmp_path):
+    """RunDir writes a large split as .jsonl.gz (deterministic bytes), a small one as .jsonl, and a rerun
+    of the other size leaves one file; load_predictions reads either from results.json's path."""
+    import gzip
+
+    from cn3.run_dir import COMPRESS_OVER, RunDir
+
+    run = RunDir(tmp_path / "run")
+    big_gold = [f"label{i % 7}" for i in range(40_000)]
+    big_pred = [f"label{i % 5}" for i in range(40_000)]
+    entries = {"test": run.write_predictions("test", big_gold, big_pred, "accuracy", None, "logic"),
+               "dev": run.write_predictions("dev", GOLD, PRED_A, "accuracy", None, "logic")}
+    (run.path / "results.json").write_text(json.dumps({"scores": {}, "predictions": entries}))
+    packed = run.path / "predictions" / "test.jsonl.gz"
+    assert entries["test"]["path"] == "predictions/test.jsonl.gz"
+    assert len(gzip.decompress(packed.read_bytes())) > COMPRESS_OVER
+    assert entries["dev"]["path"] == "predictions/dev.jsonl" and not (run.path / "predictions" / "test.jsonl").exists()
+    first = packed.read_bytes()
+    run.write_predictions("test", big_gold, big_pred, "accuracy", None, "logic")
+    assert packed.read_bytes() == first
+    test = load_predictions(run.path, "test")
+    assert (test.gold, test.pred) == (big_gold, big_pred)
+    assert load_predictions(run.path, "dev").pred == PRED_A
+    run.write_predictions("test", GOLD, PRED_A, "accuracy", None, "logic")  # rerun, now small
+    assert sorted(p.name for p in (run.path / "predictions").iterdir()) == ["dev.jsonl", "test.jsonl"]
+
+
 def test_load_predictions_names_what_is_missing(tmp_path):
     with pytest.raises(ConfigError, match="run directory not found"):
         load_predictions(tmp_path / "nowhere", "test")
