@@ -24,7 +24,8 @@ SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one "
              "configs/experiments/<name>.yaml (they live in cn3/configs/experiments/).")
 OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S>."
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
-             "(or in one: task=trec,sick,variant=lstm).")
+             "(or in one: task=trec,sick,variant=lstm). In a tuned grid the tuning cells of the selected "
+             "tasks and variants always belong: the seed cells need them.")
 
 
 class Format(str, Enum):
@@ -80,6 +81,9 @@ def run_command(
     recorded (RUN/cell.failed, RUN/experiment.log) and the grid goes on. Ctrl-C stops the grid with
     every running cell saved; run the same command again to finish it.
 
+    A spec with a `tune` block first trains each option for every task and variant (cells
+    tune-<option>), then every seed with the option that scored best on dev.
+
     Examples:
 
         cn3 experiment run liu-table3 --budget smoke --jobs 2
@@ -91,7 +95,7 @@ def run_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from cn3.experiment.runner import cell_state, check_cells, default_threads, run_grid
+    from cn3.experiment.runner import cell_state, check_cells, default_threads, run_spec
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, out, only)
@@ -104,20 +108,23 @@ def run_command(
                 table.add_column(col)
             for cell in cells:
                 state = cell_state(cell)
-                command = "cn3 " + " ".join(cell.command(threads, state == "interrupted"))
+                command = ("(its config is known once its task and variant are tuned)" if cell.waiting else
+                           "cn3 " + " ".join(cell.command(threads, state == "interrupted")))
                 table.add_row(cell.name, state, escape(command))
             console.print(table)
             return
         try:
-            states = run_grid(spec_obj, cells, jobs, threads)
+            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads)
         except KeyboardInterrupt:
             console.print("[yellow]stopped[/]: running cells saved their latest.pt; run the same command to go on")
             raise typer.Exit(130) from None
     failed = [s for s in states if s.state == "failed"]
     done = sum(s.state in ("done", "skipped") for s in states)
     elsewhere = sum(s.state == "elsewhere" for s in states)
+    waiting = sum(s.state == "waiting" for s in states)
     console.print(f"{done}/{len(states)} cells finished"
                   + (f", {elsewhere} being trained by another process" if elsewhere else "")
+                  + (f", {waiting} waiting for tuning that is not finished" if waiting else "")
                   + (f", {len(failed)} failed:" if failed else ""))
     for s in failed:
         console.print(f"  [red]{s.cell.name}[/]: see {s.cell.run_dir / 'experiment.log'}")

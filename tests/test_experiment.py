@@ -115,6 +115,63 @@ def test_a_budget_may_narrow_the_variants_but_keeps_the_baseline(tmp_path):
         load_spec(write_spec(tmp_path / "u.yaml", budgets={"cpu": {"variants": ["lstm", "gru"]}}))
 
 
+TUNE = {"options": {"slow": {"train.lr": 0.5}, "fast": {"train.lr": 1.0}}}
+
+
+def _finish(run_dir: Path, dev: float) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.json").write_text(json.dumps({"scores": {"dev": {"metric": "accuracy", "score": dev}}}))
+
+
+def test_a_tuned_grid_trains_every_option_then_every_seed_with_the_best_on_dev(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", tune=TUNE, set={"train.epochs": 2}))
+    cells = spec.cells(tmp_path)
+    assert [c.name for c in cells] == ["trec/lstm/tune-slow", "trec/lstm/tune-fast", "trec/lstm/seed1",
+                                       "trec/lstm/seed2", "trec/nbow/tune-slow", "trec/nbow/tune-fast",
+                                       "trec/nbow/seed1", "trec/nbow/seed2"]
+    slow = cells[0]
+    assert slow.seed == 1 and slow.run_dir == tmp_path / "tiny" / "trec" / "lstm" / "tune-slow"
+    assert slow.overrides == ("train.epochs=2", "model.encoder=lstm", "train.lr=0.5")  # the option after the variant
+    assert [c.waiting for c in cells] == [False, False, True, True] * 2  # no option chosen yet
+
+    _finish(cells[0].run_dir, 80.0)  # lstm: slow wins on dev
+    _finish(cells[1].run_dir, 79.0)
+    _finish(cells[4].run_dir, 70.0)  # nbow: fast not finished yet
+    cells = {c.name: c for c in spec.cells(tmp_path)}
+    seed1, seed2 = cells["trec/lstm/seed1"], cells["trec/lstm/seed2"]
+    assert not seed1.waiting and seed1.option == seed2.option == "slow"
+    assert seed1.run_dir == cells["trec/lstm/tune-slow"].run_dir  # the tuning seed's cell is the chosen run
+    assert seed2.run_dir.name == "seed2" and seed2.overrides == cells["trec/lstm/tune-slow"].overrides
+    assert cells["trec/nbow/seed2"].waiting
+
+    _finish(cells["trec/nbow/tune-fast"].run_dir, 70.0)  # a tie goes to the option listed first
+    assert {c.name: c.option for c in spec.cells(tmp_path)}["trec/nbow/seed2"] == "slow"
+    # --only seed=2 keeps the tuning cells its seed cells need
+    assert [c.name for c in spec.cells(tmp_path, only={"seed": {"2"}, "variant": {"nbow"}})] == [
+        "trec/nbow/tune-slow", "trec/nbow/tune-fast", "trec/nbow/seed2"]
+
+
+def test_a_budget_may_replace_or_turn_off_the_tuning(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", tune={**TUNE, "seed": 2}, budgets={
+        "quick": {"tune": None}, "other": {"tune": {"options": {"a": {"train.lr": 0.1}, "b": {"train.lr": 0.2}}}}}))
+    assert not any(c.tune for c in spec.cells(tmp_path, "quick"))
+    tuned = [c for c in spec.cells(tmp_path, "other") if c.tune]
+    assert [(c.tune, c.seed) for c in tuned[:2]] == [("a", 1), ("b", 1)]  # the budget's block, its default seed
+    assert {c.seed for c in spec.cells(tmp_path) if c.tune} == {2}
+
+
+@pytest.mark.parametrize("tune, message", [
+    ({"option": {}}, "tune: unknown key 'option'; did you mean 'options'?"),
+    ({"options": {"only": {"train.lr": 1.0}}}, "tune.options: expected a mapping of at least two named options"),
+    ({"options": {"a/b": {}, "c": {}}}, "tune.options: 'a/b' cannot name a run directory"),
+    ({"options": {"a": 3, "c": {}}}, "tune.options.a: expected a mapping of overrides"),
+    ({**TUNE, "seed": "1"}, "tune.seed: expected an integer"),
+])
+def test_a_bad_tune_block_names_the_key(tmp_path, tune, message):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
+        load_spec(write_spec(tmp_path / "s.yaml", tune=tune))
+
+
 def test_only_filters_parse():
     from cli.experiment import parse_only
 
@@ -196,6 +253,31 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path, data_root):
     failed = json.loads((tmp_path / "runs/tiny/trec/treelstm/seed1/cell.failed").read_text())
     assert failed["exit_code"] == 1 and any("needs dependency trees" in line for line in failed["log_tail"])
     assert (tmp_path / "runs/tiny/trec/nbow/seed1/results.json").is_file()
+
+
+def test_a_tuned_grid_runs_tuning_then_seeds_and_a_failed_tuning_leaves_its_seeds_waiting(tmp_path, data_root):
+    """nbow tunes two learning rates and trains seed 2 with the better on dev; treelstm cannot train on
+    data without trees, so its tuning fails and its seeds wait: exit 1, both named."""
+    prepared = tmp_path / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))
+    tiny = {"data.prepared": str(prepared), "data.embeddings": None, "data.limit": 150, "train.epochs": 2,
+            "model.hidden": 8, "model.char": "none", "model.pos_dim": 0, "model.spell_dim": 0}
+    spec = write_spec(tmp_path / "s.yaml", set=tiny, baseline="nbow", tune={"options": {
+        "lr-small": {"train.lr": 0.05}, "lr-big": {"train.lr": 1.0}}},
+        variants={"nbow": {"model.encoder": "nbow"}, "treelstm": {"model.encoder": "treelstm"}})
+    result = invoke("experiment", "run", spec, "--out", tmp_path / "runs", "--jobs", "2")
+    assert result.exit_code == 1, result.output
+    assert "2 waiting for tuning" in result.output and "trec/treelstm/tune-lr-small" in result.output
+    home = tmp_path / "runs" / "tiny" / "trec" / "nbow"
+    dev = {name: json.loads((home / f"tune-{name}" / "results.json").read_text())["scores"]["dev"]["score"]
+           for name in ("lr-small", "lr-big")}
+    best = max(dev, key=lambda name: (dev[name], name == "lr-small"))
+    assert (home / "seed2" / "results.json").is_file() and not (home / "seed1").exists()
+    assert yaml.safe_load((home / "seed2" / "config.yaml").read_text())["train"]["lr"] == {"lr-small": 0.05, "lr-big": 1.0}[best]
+    report = invoke("experiment", "report", spec, "--runs", tmp_path / "runs", "--resamples", "200")
+    assert report.exit_code == 0, report.output
+    assert f"**{best} {dev[best]:.2f}**" in report.stdout and "## tuning" in report.stdout
+    assert "2/4 cells finished" in report.output  # the table's cells: nbow's two seeds, not the tuning runs
 
 
 def test_a_stopped_grid_finishes_only_what_was_left_exactly(tmp_path, data_root):

@@ -12,6 +12,10 @@ names the split. For each variant against the baseline, per task:
   the difference survives seed variance;
 * **Holm's correction** of each variant's paired p-values over the tasks it is tested on (a variant
   is one claim tested on several tasks); both raw and adjusted p are reported.
+
+In a tuned grid (:mod:`cn3.experiment.tuning`) the table holds the seed cells, each with its task
+and variant's chosen option, and a tuning table gives every option's dev score, the chosen one in
+bold (Markdown and LaTeX; all formats' JSON record has it).
 """
 
 from __future__ import annotations
@@ -54,12 +58,71 @@ def _value(entry: dict) -> float | None:
     return entry.get("score", entry.get("bleu"))
 
 
+def table_cells(cells: list[Cell]) -> list[Cell]:
+    """The cells of the table: not the tuning cells (their runs are compared on dev only)."""
+    return [cell for cell in cells if cell.tune is None]
+
+
+def cell_counts(cells: list[Cell]) -> dict[str, int]:
+    table = table_cells(cells)
+    return {"total": len(table),
+            "finished": sum(not c.waiting and (c.run_dir / "results.json").is_file() for c in table)}
+
+
+def tuning_rows(cells: list[Cell]) -> list[dict]:
+    """Per task and variant of a tuned grid: each option's dev score (None: unfinished) and the chosen
+    option (None: not chosen yet), in the grid's order."""
+    from cn3.experiment.tuning import choose
+
+    runs: dict[tuple[str, str, int], dict[str, Path]] = {}
+    for cell in cells:
+        if cell.tune is not None:
+            runs.setdefault((cell.task, cell.variant, cell.seed), {})[cell.tune] = cell.run_dir
+    out = []
+    for (task, variant, seed), options in runs.items():
+        choice = choose(options)
+        out.append({"task": task, "variant": variant, "seed": seed, "dev": choice.scores, "chosen": choice.option})
+    return out
+
+
+def render_tuning(rows_: list[dict], fmt: str) -> str:
+    """The tuning table: variants as rows, tasks as columns, each option's dev score, chosen in bold."""
+    tasks = list(dict.fromkeys(r["task"] for r in rows_))
+    variants = list(dict.fromkeys(r["variant"] for r in rows_))
+    by = {(r["task"], r["variant"]): r for r in rows_}
+
+    def text(r: dict | None) -> str:
+        if r is None:
+            return "–"
+        parts = []
+        for option, dev in r["dev"].items():
+            part = f"{option} {'…' if dev is None else f'{dev:.2f}'}"
+            if option == r["chosen"]:
+                part = {"md": f"**{part}**", "latex": f"\\textbf{{{part}}}"}[fmt]
+            parts.append(part)
+        return (", " if fmt == "latex" else " · ").join(parts)
+
+    table = [[v] + [text(by.get((t, v))) for t in tasks] for v in variants]
+    seeds = sorted({r["seed"] for r in rows_})
+    if fmt == "latex":
+        body = [" & ".join(map(_tex, ["variant", *tasks])) + r" \\ \midrule"] + [" & ".join(map(_tex, r)) + r" \\" for r in table]
+        return "\n".join(["", f"% tuning: dev score of each option (seed {', '.join(map(str, seeds))}), chosen in bold",
+                           rf"\begin{{tabular}}{{l{'l' * len(tasks)}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]) + "\n"
+    lines = ["", f"## tuning: dev score of each option (seed {', '.join(map(str, seeds))}); the chosen one (bold) "
+                 "trains every seed", "", "| " + " | ".join(["variant", *tasks]) + " |", "|" + "---|" * (len(tasks) + 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in table]
+    return "\n".join(lines) + "\n"
+
+
 def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
-    """Finished cells grouped by task, each task scored on the split all its cells have."""
+    """Finished cells grouped by task, each task scored on the split all its cells have (tuning
+    cells and cells waiting for tuning left out)."""
     columns: dict[str, TaskColumn] = {}
     finished: dict[str, list[tuple[Cell, dict]]] = {}
-    for cell in cells:
+    for cell in table_cells(cells):
         columns.setdefault(cell.task, TaskColumn(cell.task))
+        if cell.waiting:
+            continue
         results = _results(cell)
         if results is not None:
             finished.setdefault(cell.task, []).append((cell, results))
@@ -302,19 +365,25 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     spec = _gridded(spec, cells)
     columns = collect(cells)
     significance(spec, columns, resamples)
-    text = render(spec, columns, fmt)
+    tuning = tuning_rows(cells)
+
+    def rendered(kind: str) -> str:
+        return render(spec, columns, kind) + (render_tuning(tuning, kind) if tuning and kind != "csv" else "")
+
+    text = rendered(fmt)
     grid = cells[0].run_dir.parents[2] if cells else None
     wall = None
     if grid is not None and (grid / "grid.json").is_file():
         wall = grid_wall_seconds(json.loads((grid / "grid.json").read_text())["invocations"])
     record = {"spec": spec.name, "baseline": spec.baseline, "alpha": ALPHA, "correction": "holm over tasks",
               "grid_wall_seconds": wall,
-              "cells": {"total": len(cells), "finished": sum((c.run_dir / "results.json").is_file() for c in cells)},
-              "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in rows(spec, columns)]}
+              "cells": cell_counts(cells),
+              "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in rows(spec, columns)],
+              **({"tuning": tuning} if tuning else {})}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for name, kind in (("report.md", "md"), ("report.csv", "csv"), ("report.tex", "latex")):
-            (out / name).write_text(text if kind == fmt else render(spec, columns, kind), encoding="utf-8")
+            (out / name).write_text(text if kind == fmt else rendered(kind), encoding="utf-8")
         (out / "report.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         plot(spec, columns, out / "report.png")
     return text, record
@@ -643,7 +712,7 @@ def report_by(spec: ExperimentSpec, cells: list[Cell], by: str, fmt: str = "md",
     grouped_significance(spec, grouped, resamples)
     text = render_grouped(spec, grouped, fmt)
     record = {"spec": spec.name, "by": by, "note": BY_NOTE,
-              "cells": {"total": len(cells), "finished": sum((c.run_dir / "results.json").is_file() for c in cells)},
+              "cells": cell_counts(cells),
               "tasks": {t: {"split": c.split, "metric": c.metric, "groups": c.groups, "note": c.note,
                             "unseen_in_training": {g: c.unseen.get(g) for g in c.groups}}
                         for t, c in grouped.items()},

@@ -7,6 +7,8 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
   :mod:`cn3.loop`);
 * ``cell.failed`` (exit code and the last lines of the log): **failed** last time, tried again;
 * nothing: **queued**;
+* in a tuned grid, its task and variant not tuned yet: **waiting** (its config is not known); the
+  runner trains the tuning cells, then the cells that tuning has resolved (:func:`run_spec`);
 * its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, being
   trained by another process (e.g. a second ``experiment run`` of the same grid with another
   ``--only``), left to it. So two runners can share a grid; each trains only what nobody else is.
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cn3.config import ConfigError
@@ -40,8 +43,8 @@ LOG = "experiment.log"
 
 @dataclass
 class CellState:
-    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done, skipped
-    or elsewhere (another process is training it)."""
+    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done, skipped,
+    elsewhere (another process is training it) or waiting (for its task and variant's tuning)."""
 
     cell: Cell
     state: str
@@ -52,6 +55,8 @@ class CellState:
 
 
 def cell_state(cell: Cell) -> str:
+    if cell.waiting:
+        return "waiting"
     run = cell.run_dir
     if (run / "results.json").is_file():
         return "done"
@@ -92,6 +97,8 @@ def check_cells(cells: list[Cell], threads: int) -> None:
     from cn3.runtime import check_resume_config, read_saved_config
 
     for cell in cells:
+        if cell.waiting:  # its config is known after tuning; the tuning cells check the same keys
+            continue
         wanted = resolve_cell(cell, threads)
         saved_path = cell.run_dir / "config.yaml"
         if not saved_path.is_file():
@@ -148,7 +155,7 @@ def _table(states: list[CellState], started: float, jobs: int):
     from rich.table import Table
 
     done = [s for s in states if s.state == "done" and s.seconds]
-    left = sum(s.state in ("queued", "interrupted", "failed", "running") for s in states)
+    left = sum(s.state in ("queued", "interrupted", "failed", "running", "waiting") for s in states)
     eta = ""
     if done and left:
         eta = f", about {sum(s.seconds for s in done) / len(done) * left / jobs / 60:.0f} min left"
@@ -156,10 +163,11 @@ def _table(states: list[CellState], started: float, jobs: int):
                         f"{time.time() - started:.0f} s{eta}", title_justify="left")
     for col in ("task", "variant", "seed", "state", "score", "time"):
         table.add_column(col)
-    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red", "elsewhere": "cyan"}
+    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red", "elsewhere": "cyan",
+              "waiting": "dim"}
     for s in states:
         elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
-        table.add_row(s.cell.task, s.cell.variant, str(s.cell.seed),
+        table.add_row(s.cell.task, s.cell.variant, f"tune-{s.cell.tune}" if s.cell.tune else str(s.cell.seed),
                       f"[{colour.get(s.state, 'white')}]{s.state}[/]", s.score,
                       f"{elapsed:.0f} s" if elapsed is not None else "")
     return table
@@ -180,7 +188,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
         state = cell_state(cell)
         states.append(CellState(cell, "skipped" if state == "done" else state,
                                 _score(cell) if state == "done" else ""))
-    pending = [s for s in states if s.state not in ("skipped", "elsewhere")]
+    pending = [s for s in states if s.state not in ("skipped", "elsewhere", "waiting")]
     started = time.time()
     invocation = f"{os.getpid()}@{started:.3f}"
 
@@ -235,6 +243,23 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
     return states
 
 
+def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: int = 1,
+             threads: int | None = None) -> list[CellState]:
+    """:func:`run_grid` over ``list_cells()``, then, in a tuned grid, over the cells that the
+    finished tuning has since resolved, until no cell waits or tuning resolved nothing new (one of its
+    cells failed: the grid's cells that need it still wait). Returns the last pass's states, which
+    cover every cell."""
+    cells = list_cells()
+    while True:
+        states = run_grid(spec, cells, jobs, threads)
+        waiting = sum(c.waiting for c in cells)
+        if not waiting:
+            return states
+        cells = list_cells()
+        if sum(c.waiting for c in cells) == waiting:
+            return states
+
+
 def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int,
                 threads: int, invocation: str) -> None:
     """``<grid>/grid.json``: the spec, every cell's last state, and one entry per ``run`` invocation
@@ -266,10 +291,10 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
                     cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": "done",
                                                  "seconds": _seconds(s.cell)}
                 continue
-            entry = {"run_dir": str(s.cell.run_dir), "state": s.state,
+            entry = {"run_dir": None if s.cell.waiting else str(s.cell.run_dir), "state": s.state,
                      "seconds": None if s.seconds is None else round(s.seconds, 1)}
-            if s.started is None:  # listed, not (yet) started here: another runner's entry for it stands
-                cells_record.setdefault(s.cell.name, entry)
+            if s.started is None and cells_record.get(s.cell.name, {}).get("state") != "waiting":
+                cells_record.setdefault(s.cell.name, entry)  # listed, not started here: another runner's entry stands
             else:
                 cells_record[s.cell.name] = entry
         mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),

@@ -16,6 +16,8 @@
       cpu: {set: {train.epochs: 10}, tasks: {trec: {}, sst2: {train.epochs: 3}}, variants: [lstm]}
     references:                    # optional: the paper's numbers, task -> variant -> number (null = none)
       trec: {lstm: 93.2}
+    tune:                          # optional: the same search for every variant, chosen on dev
+      options: {adadelta: {train.optimizer: adadelta, train.lr: 1.0}, adam: {train.optimizer: adam, train.lr: 0.001}}
 
 A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k`` (a cell runs
 `cn3 nmt train` with the default NMT config); both kinds mix in one spec. Cell ``(task, variant,
@@ -24,6 +26,12 @@ the cell, so a re-run finds what is done. Overrides apply in the order: the task
 ``set``, the task's own overrides, the variant's, the budget's ``set`` (a budget resizes every
 cell, whatever its variant), and last the budget's overrides for the cell's task (a task whose
 epochs cost ten times another's gets fewer of them).
+
+With ``tune`` (:mod:`cn3.experiment.tuning`; a budget's own ``tune`` replaces the spec's, ``tune:
+null`` turns it off) each task and variant first trains every option into
+``<task>/<variant>/tune-<option>`` (the option's overrides go right after the variant's); the seed
+cells then take the option with the best dev score, and the tuning seed's cell is the chosen
+option's tuning run.
 """
 
 from __future__ import annotations
@@ -33,13 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cn3.config import ConfigError, load_yaml
+from cn3.experiment.tuning import Tuning, choose, parse_tuning
 
 #: shipped specs, found by name (``cn3 experiment run liu-table3``)
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 #: the task name of translation cells (`cn3 nmt train` on Multi30k)
 TRANSLATION_TASK = "multi30k"
-SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references"}
-BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description"}
+SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references", "tune"}
+BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,10 @@ class Cell:
         task, variant, seed: the coordinates.
         overrides: ``key=value`` strings for ``--set``, in application order.
         run_dir: where it trains.
+        tune: a tuning cell's option (it trains that option to be compared on dev).
+        option: in a tuned grid, the option chosen for the cell's task and variant.
+        waiting: in a tuned grid, the cell's task and variant are not tuned yet, so its config (and
+            run directory) are not known: it cannot train, and ``overrides`` lack the option.
     """
 
     task: str
@@ -57,10 +70,13 @@ class Cell:
     seed: int
     overrides: tuple[str, ...]
     run_dir: Path
+    tune: str | None = None
+    option: str | None = None
+    waiting: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.task}/{self.variant}/seed{self.seed}"
+        return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else f"seed{self.seed}")
 
     @property
     def translation(self) -> bool:
@@ -89,16 +105,26 @@ class ExperimentSpec:
     budgets: dict[str, dict] = field(default_factory=dict)
     references: dict[str, dict] = field(default_factory=dict)
     description: str = ""
+    tune: Tuning | None = None
 
     def directory(self, out: Path, budget: str | None) -> Path:
         """Where the grid's cells (and its report) live."""
         return Path(out) / (f"{self.name}-{budget}" if budget else self.name)
 
+    def tuning(self, budget: str | None = None) -> Tuning | None:
+        """The search the grid runs under ``budget`` (the budget's own ``tune`` if it has one)."""
+        if budget is not None and "tune" in self.budgets.get(budget, {}):
+            return self.budgets[budget]["tune"]
+        return self.tune
+
     def cells(self, out: Path, budget: str | None = None, only: dict[str, set[str]] | None = None) -> list[Cell]:
-        """Every cell, tasks outermost then variants then seeds (the order they run in).
+        """Every cell, tasks outermost then variants then seeds (the order they run in); in a tuned
+        grid each task and variant's tuning cells come before its seed cells.
 
         ``budget``: a name of ``budgets`` (its ``tasks``/``variants``/``seeds`` narrow the grid, its
-        ``set`` and per-task overrides add overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}`` filters (``--only``).
+        ``set`` and per-task overrides add overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}``
+        filters (``--only``); a selected seed cell needs its task and variant's tuning, so ``seed``
+        does not filter tuning cells.
         """
         extra, tasks, seeds, task_extra, variants = {}, list(self.tasks), list(self.seeds), {}, self.variants
         if budget is not None:
@@ -109,18 +135,39 @@ class ExperimentSpec:
             task_extra = b.get("tasks", {task: {} for task in tasks})
             tasks = list(task_extra)
             variants = {v: o for v, o in self.variants.items() if v in b.get("variants", self.variants)}
+        tuning = self.tuning(budget)
         only = only or {}
         base = self.directory(out, budget)
+
+        def texts(variant_overrides: dict, option: dict, task: str) -> tuple[str, ...]:
+            merged = {**self.set, **self.tasks[task], **variant_overrides, **option, **extra, **task_extra.get(task, {})}
+            return tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
+
         cells = []
         for task in tasks:
             for variant, overrides in variants.items():
+                if any(k in only and value not in only[k] for k, value in (("task", task), ("variant", variant))):
+                    continue
+                home = base / task / variant
+                chosen, tune_dirs = None, {}
+                if tuning is not None:
+                    tune_seed = tuning.seed if tuning.seed is not None else int(seeds[0])
+                    for name, option in tuning.options.items():
+                        tune_dirs[name] = home / f"tune-{name}"
+                        cells.append(Cell(task, variant, tune_seed, texts(overrides, option, task), tune_dirs[name], tune=name))
+                    chosen = choose(tune_dirs).option
                 for seed in seeds:
-                    coords = {"task": task, "variant": variant, "seed": str(seed)}
-                    if any(coords[k] not in allowed for k, allowed in only.items()):
+                    if "seed" in only and str(seed) not in only["seed"]:
                         continue
-                    merged = {**self.set, **self.tasks[task], **overrides, **extra, **task_extra.get(task, {})}
-                    texts = tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
-                    cells.append(Cell(task, variant, int(seed), texts, base / task / variant / f"seed{seed}"))
+                    if tuning is None:
+                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}"))
+                    elif chosen is None:
+                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}",
+                                          waiting=True))
+                    else:
+                        run_dir = tune_dirs[chosen] if int(seed) == tune_seed else home / f"seed{seed}"
+                        cells.append(Cell(task, variant, int(seed), texts(overrides, tuning.options[chosen], task),
+                                          run_dir, option=chosen))
         return cells
 
 
@@ -213,6 +260,9 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
             if data["baseline"] not in budget["variants"]:
                 raise ConfigError(f"{path}: budgets.{name}.variants leaves out the baseline '{data['baseline']}', "
                                   "which every other variant is tested against")
+    for name, budget in budgets.items():
+        if "tune" in budget:
+            budget["tune"] = parse_tuning(budget["tune"], f"{path}: budgets.{name}.tune")
     references = _mapping(data.get("references"), f"{path}: references")
     for task, row in references.items():
         for variant in _mapping(row, f"{path}: references.{task}"):
@@ -220,7 +270,8 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
                 raise ConfigError(f"{path}: references.{task}.{variant}: not a variant")
     return ExperimentSpec(name=str(data["name"]), path=path, tasks=tasks, variants=variants,
                           baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
-                          budgets=budgets, references=references, description=str(data.get("description", "")))
+                          budgets=budgets, references=references, description=str(data.get("description", "")),
+                          tune=parse_tuning(data.get("tune"), f"{path}: tune"))
 
 
 def resolve_cell(cell: Cell, threads: int):
