@@ -62,6 +62,21 @@ def _cells(spec_name: str, budget: str | None, out: Path, only: list[str] | None
     return spec, cells
 
 
+def with_baseline(spec, baseline: str, cells):
+    """``spec`` with another baseline, which must be a variant with cells in this grid."""
+    import dataclasses
+    import difflib
+
+    from cn3.config import ConfigError
+
+    present = [v for v in spec.variants if any(c.variant == v for c in cells)]
+    if baseline not in present:
+        close = difflib.get_close_matches(baseline, present, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"--baseline {baseline}: not a variant of this grid{hint} (variants: {', '.join(present)})")
+    return dataclasses.replace(spec, baseline=baseline)
+
+
 @experiment_app.command("run")
 def run_command(
     spec: str = typer.Argument(..., help=SPEC_HELP),
@@ -141,6 +156,8 @@ def report_command(
     only: list[str] = typer.Option(None, "--only", help=ONLY_HELP),
     runs: Path = typer.Option(Path("runs/experiments"), "--runs", help=OUT_HELP),
     resamples: int = typer.Option(10_000, "--resamples", min=100, help="Trials of the paired tests."),
+    baseline: str = typer.Option(None, "--baseline", help="Test every variant against this one instead of the "
+                                 "spec's baseline (e.g. --baseline pdgraph: does CN3 beat the dependency GCN?)."),
     by: str = typer.Option(None, "--by", help="Instead: the score per group of items, by a per-item field (a "
                            "key of the items' meta, e.g. n_ops for logic; length; source): a table per task, "
                            "variants x groups, groups unseen in training marked; --out writes "
@@ -158,6 +175,8 @@ def report_command(
 
         cn3 experiment report logic-length --budget cpu --by n_ops --out docs/runs/logic-length
 
+        cn3 experiment report liu-table3 --budget cpu --baseline pdgraph
+
     --by FIELD scores each finished cell's predictions per group of items instead (as `cn3 evaluate
     --by` scores one run): mean ± std over seeds per variant and group, the groups that no training
     item has marked †, and each variant's paired test against the baseline per group (Holm over the
@@ -167,6 +186,8 @@ def report_command(
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, runs, only)
+        if baseline is not None:
+            spec_obj = with_baseline(spec_obj, baseline, cells)
         if by is not None:
             text, record = report_by(spec_obj, cells, by, fmt.value, out, resamples)
         else:

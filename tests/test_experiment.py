@@ -350,6 +350,16 @@ def test_the_report_tabulates_the_grid_with_paired_tests(grid, tmp_path):
     assert "\\textbf{" in tex and "$\\pm$" in tex and "±" not in tex
 
 
+def test_the_report_can_test_against_another_baseline(grid):
+    spec, runs = grid
+    result = invoke("experiment", "report", spec, "--runs", runs, "--resamples", "200", "--baseline", "nbow")
+    assert result.exit_code == 0, result.output
+    assert "## against nbow" in result.stdout and "| lstm | " in result.stdout.split("## against nbow")[1]
+    wrong = invoke("experiment", "report", spec, "--runs", runs, "--baseline", "nbwo")
+    assert wrong.exit_code == 1 and "--baseline nbwo: not a variant of this grid; did you mean 'nbow'?" in wrong.output
+    assert "Traceback" not in wrong.output
+
+
 def test_latex_cells_escape_names_and_symbols():
     from cn3.experiment.report import _tex
 
