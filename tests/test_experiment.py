@@ -4,6 +4,7 @@ where it stopped; the report tabulates mean ± std with paired tests against the
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -447,9 +448,11 @@ def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_g
     assert items == "| items | " + " | ".join([str(BY_TEST_LINES)] * 13) + " |"
     assert "†: no training item has this value" in result.stdout and "Holm over the groups" in result.stdout
     # cn3 against lstm, both seeds pooled (4 items a group): right 4 against 3 up to 6 operators, 0
-    # against 3 beyond; exact randomization over the items they score differently (1 and 3 of them)
+    # against 3 beyond; exact randomization over the items they score differently (1 and 3 of them).
+    # Welch across the seeds' group scores, by hand: (100, 100) against (100, 50) is t = 25 / 25 = 1
+    # on 1 df, p = 0.5; (0, 0) against (100, 50) is t = -3 on 1 df, p = 1 - 2 atan(3) / pi = 0.2048
     tests = next(line for line in lines if line.startswith("| cn3 |"))
-    assert tests == "| cn3 | " + " | ".join(["+25.00 (1.0)"] * 7 + ["-75.00 (1.0)"] * 6) + " |"
+    assert tests == "| cn3 | " + " | ".join(["+25.00 (1.0) W 0.50"] * 7 + ["-75.00 (1.0) W 0.20"] * 6) + " |"
 
     record = json.loads((out / "by-n_ops.json").read_text())
     assert record["tasks"]["logic"]["unseen_in_training"] == {str(n): n > 6 for n in range(13)}
@@ -461,6 +464,7 @@ def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_g
     assert any(line.startswith("logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0,-75.0,") for line in csv_lines)
     test = next(r for r in record["rows"] if r["variant"] == "cn3" and r["group"] == "12")["test"]
     assert test["method"] == "exact randomization" and test["items"] == 4 and test["p"] == 0.25
+    assert test["welch_p"] == pytest.approx(1 - 2 * math.atan(3) / math.pi)
     assert (out / "by-n_ops.md").read_text() == result.stdout
     assert (out / "by-n_ops.png").read_bytes()[:4] == b"\x89PNG"
     assert "$\\pm$" in (out / "by-n_ops.tex").read_text()

@@ -393,7 +393,7 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
 
 BY_NOTE = ("Against the baseline, per group: difference, Holm-adjusted paired p (approximate randomization on "
            "the group's items of the seeds both variants finished, pooled; Holm over the groups of each variant "
-           "and task), `*` below 0.05.")
+           "and task), `*` below 0.05; W: Welch's t-test on the per-seed group scores (both sides 2 seeds or more).")
 
 
 @dataclass
@@ -524,8 +524,9 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
 def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], resamples: int = 10_000) -> None:
     """Fill ``column.tests``: per group, the paired test of every variant against the baseline on the
     group's items of the seeds both finished, pooled (as :func:`significance` does for the whole
-    split), and the p-values Holm-adjusted over the groups of each variant and task."""
-    from cn3.stats import holm
+    split), and the p-values Holm-adjusted over the groups of each variant and task; per group also
+    Welch's t-test on the per-seed group scores where both sides have 2 seeds or more."""
+    from cn3.stats import holm, welch
 
     for column in grouped.values():
         base = column.runs.get(spec.baseline, {})
@@ -540,6 +541,11 @@ def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]
             tested = [t for t in tests.values() if "p" in t]
             for test, adjusted in zip(tested, holm([t["p"] for t in tested])):
                 test["p_holm"] = adjusted
+            for label, test in tests.items():
+                a = list(column.scores.get(variant, {}).get(label, {}).values())
+                b = list(column.scores.get(spec.baseline, {}).get(label, {}).values())
+                if "p" in test and len(a) >= 2 and len(b) >= 2:
+                    test["welch_p"] = welch(a, b)[1]
             column.tests[variant] = tests
 
 
@@ -560,7 +566,8 @@ def grouped_rows(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]) -> lis
 
 
 def _group_test_text(test: dict | None) -> str:
-    """``+4.69 (0.0002)*``: the difference to the baseline and its Holm-adjusted paired p."""
+    """``+4.69 (0.0002)* W 0.031``: the difference to the baseline, its Holm-adjusted paired p, and
+    Welch's p across seeds when there is one."""
     from cn3.stats import format_p
 
     if not test:
@@ -568,7 +575,8 @@ def _group_test_text(test: dict | None) -> str:
     if "error" in test:
         return test["error"]
     star = "*" if test["p_holm"] < ALPHA else ""
-    return f"{test['difference']:+.2f} ({format_p(test['p_holm'])}){star}"
+    welch = f" W {format_p(test['welch_p'])}" if test.get("welch_p") is not None else ""
+    return f"{test['difference']:+.2f} ({format_p(test['p_holm'])}){star}{welch}"
 
 
 UNSEEN_MARK = "†"
@@ -586,13 +594,14 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["task", "split", "metric", "field", "group", "unseen_in_training", "items", "variant",
-                         "mean", "std", "n", "seed_scores", "difference", "ci_low", "ci_high", "p_paired", "p_holm"])
+                         "mean", "std", "n", "seed_scores", "difference", "ci_low", "ci_high", "p_paired", "p_holm",
+                         "p_welch"])
         for r in records:
             t = r["test"] if r["test"] and "error" not in r["test"] else {}
             writer.writerow([r["task"], r["split"], r["metric"], r["field"], r["group"], r["unseen_in_training"],
                              ";".join(map(str, r["items"])), r["variant"], r["mean"], r["std"], r["n"],
                              ";".join(f"{s}:{v}" for s, v in r["seeds"].items()), t.get("difference"),
-                             *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm")])
+                             *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm"), t.get("welch_p")])
         return buffer.getvalue()
     by = {(r["task"], r["variant"], r["group"]): r for r in records}
     blocks = []
@@ -645,7 +654,7 @@ def render_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], fmt:
         lines += ["| " + " | ".join(row) + " |" for row in body]
         tested = [v for v in spec.variants if column.tests.get(v)]
         if tested:
-            lines += ["", f"against {spec.baseline}: difference (Holm-adjusted paired p)", "",
+            lines += ["", f"against {spec.baseline}: difference (Holm-adjusted paired p), W: Welch p across seeds", "",
                       "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             lines += ["| " + " | ".join([v] + [_group_test_text(column.tests[v].get(label)) for label in column.groups])
                       + " |" for v in tested]
