@@ -180,7 +180,9 @@ def report_command(
     --by FIELD scores each finished cell's predictions per group of items instead (as `cn3 evaluate
     --by` scores one run): mean ± std over seeds per variant and group, the groups that no training
     item has marked †, and each variant's paired test against the baseline per group (Holm over the
-    groups).
+    groups) with Welch's t across seeds.
+
+    A tuned grid's report adds each option's dev score per task and variant, the chosen one in bold.
     """
     from cn3.experiment.report import report, report_by
 
