@@ -105,5 +105,5 @@ def choose(runs: dict[str, Path]) -> Choice:
     has finished; the first listed wins a tie, so the choice is deterministic."""
     choice = Choice({option: dev_score(run) for option, run in runs.items()})
     if runs and all(score is not None for score in choice.scores.values()):
-        choice.option = max(choice.scores, key=lambda o: (choice.scores[o], -list(runs).index(o)))
+        choice.option = max(choice.scores, key=choice.scores.get)  # max keeps the first of equal scores
     return choice
