@@ -176,10 +176,18 @@ def _paired(column: TaskColumn, variant: str, baseline: str, resamples: int) -> 
     return _pooled_test(pairs, column.metric, resamples)
 
 
+def _add_welch(test: dict, seeds: dict[int, float], baseline_seeds: dict[int, float]) -> None:
+    """``test["welch_p"]``: Welch's t-test on the per-seed scores, when both sides have 2 seeds or more."""
+    from cn3.stats import welch
+
+    if len(seeds) >= 2 and len(baseline_seeds) >= 2:
+        test["welch_p"] = welch(list(seeds.values()), list(baseline_seeds.values()))[1]
+
+
 def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples: int = 10_000) -> None:
     """Fill ``column.tests``: paired and Welch tests of every variant against the baseline, and the
     paired p-values Holm-adjusted over each variant's tasks."""
-    from cn3.stats import holm, welch
+    from cn3.stats import holm
 
     for column in columns.values():
         if column.metric is None or spec.baseline not in column.scores:
@@ -188,9 +196,7 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
             if variant == spec.baseline or variant not in column.scores:
                 continue
             test = _paired(column, variant, spec.baseline, resamples)
-            a, b = list(column.scores[variant].values()), list(column.scores[spec.baseline].values())
-            if len(a) >= 2 and len(b) >= 2:
-                test["welch_p"] = welch(a, b)[1]
+            _add_welch(test, column.scores[variant], column.scores[spec.baseline])
             column.tests[variant] = test
     for variant in spec.variants:
         tested = [c for c in columns.values() if "p" in c.tests.get(variant, {})]
@@ -526,7 +532,7 @@ def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]
     group's items of the seeds both finished, pooled (as :func:`significance` does for the whole
     split), and the p-values Holm-adjusted over the groups of each variant and task; per group also
     Welch's t-test on the per-seed group scores where both sides have 2 seeds or more."""
-    from cn3.stats import holm, welch
+    from cn3.stats import holm
 
     for column in grouped.values():
         base = column.runs.get(spec.baseline, {})
@@ -542,10 +548,9 @@ def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]
             for test, adjusted in zip(tested, holm([t["p"] for t in tested])):
                 test["p_holm"] = adjusted
             for label, test in tests.items():
-                a = list(column.scores.get(variant, {}).get(label, {}).values())
-                b = list(column.scores.get(spec.baseline, {}).get(label, {}).values())
-                if "p" in test and len(a) >= 2 and len(b) >= 2:
-                    test["welch_p"] = welch(a, b)[1]
+                if "p" in test:
+                    _add_welch(test, column.scores.get(variant, {}).get(label, {}),
+                               column.scores.get(spec.baseline, {}).get(label, {}))
             column.tests[variant] = tests
 
 
