@@ -568,3 +568,24 @@ def test_a_variant_without_its_baseline_says_so():
 
     columns = {"logic": TaskColumn("logic", "test", "accuracy", {"transformer": {1: 50.0}})}
     assert "| transformer | no lstm run yet |" in render(load_spec("logic-length"), columns)
+
+
+def test_the_report_gives_the_mean_local_gate_of_hybrid_runs(tmp_path):
+    """xu-window's cells record their mean local gate on val (results.json ``gates``); the report pairs
+    it with the window: mean ± std over seeds, and per gated layer the mean over seeds."""
+    from cn3.experiment.report import gate_rows, render_gates
+
+    spec = load_spec("xu-window")
+    cells = spec.cells(tmp_path, only={"variant": {"m1", "m2"}})
+    for cell, gates in zip(cells, [{"mean": 0.5, "per_layer": [0.4, 0.6]}, {"mean": 0.7, "per_layer": [0.6, 0.8]}]):
+        cell.run_dir.mkdir(parents=True)
+        (cell.run_dir / "results.json").write_text(json.dumps({"scores": {"val": {"bleu": 30.0}},
+                                                                 "gates": {"split": "val", **gates}}))
+    rows_ = gate_rows(cells)
+    assert [(r["variant"], r["seeds"]) for r in rows_] == [("m1", {1: 0.5}), ("m2", {1: 0.7})]
+    rows_[0]["seeds"][2], rows_[0]["per_layer"][2] = 0.3, [0.2, 0.4]  # a second seed of m1
+    md = render_gates(rows_, "md")
+    assert "## mean local gate g on val" in md
+    assert "| m1 | multi30k | 0.400 ± 0.141 (2) | 0.300 / 0.500 |" in md  # std of 0.5, 0.3 = 0.1414
+    assert "| m2 | multi30k | 0.700 (1) | 0.600 / 0.800 |" in md  # one seed: no spread
+    assert r"0.400 $\pm$ 0.141 (2)" in render_gates(rows_, "latex")

@@ -118,6 +118,10 @@ def test_gates_table_and_chart(hybrid_run, tmp_path):
     report = json.loads((tmp_path / "gates.json").read_text())
     assert len(report["per_layer"]) == 1 and 0.0 <= report["per_layer"][0]["mean"] <= 1.0
     assert report["per_upos"] and {"NOUN", "DET"} & {r["upos"] for r in report["per_upos"]}
+    # training recorded the same mean gate on val in results.json, for `cn3 experiment report`
+    recorded = json.loads((run / "results.json").read_text())["gates"]
+    assert recorded["split"] == "val" and recorded["words"] == report["per_layer"][0]["words"]
+    assert recorded["per_layer"] == [pytest.approx(report["per_layer"][0]["mean"], abs=1e-4)] == [recorded["mean"]]
     assert (tmp_path / "gates.png").read_bytes()[:4] == b"\x89PNG"
     assert "layer" in result.output
 

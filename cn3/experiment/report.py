@@ -15,7 +15,9 @@ names the split. For each variant against the baseline, per task:
 
 In a tuned grid (:mod:`cn3.experiment.tuning`) the table holds the seed cells, each with its task
 and variant's chosen option, and a tuning table gives every option's dev score, the chosen one in
-bold (Markdown and LaTeX; all formats' JSON record has it).
+bold (Markdown and LaTeX; all formats' JSON record has it). Translation runs of a gated hybrid
+encoder record their mean local gate on val; a gate table gives it per variant (Xu et al. Fig. 2
+pairs it with each window's BLEU; Markdown, LaTeX and the JSON record).
 """
 
 from __future__ import annotations
@@ -110,6 +112,39 @@ def render_tuning(rows_: list[dict], fmt: str) -> str:
                            rf"\begin{{tabular}}{{l{'l' * len(tasks)}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]) + "\n"
     lines = ["", f"## tuning: dev score of each option (seed {', '.join(map(str, seeds))}); the chosen one (bold) "
                  "trains every seed", "", "| " + " | ".join(["variant", *tasks]) + " |", "|" + "---|" * (len(tasks) + 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in table]
+    return "\n".join(lines) + "\n"
+
+
+def gate_rows(cells: list[Cell]) -> list[dict]:
+    """Per task and variant whose runs record hybrid gates (``results.json``'s ``gates``, which
+    ``cn3 nmt train`` writes for a gated hybrid encoder): each seed's mean local weight ``g`` and its
+    value per gated layer, in the grid's order."""
+    found: dict[tuple[str, str], dict] = {}
+    for cell in table_cells(cells):
+        gates = None if cell.waiting else (_results(cell) or {}).get("gates")
+        if gates:
+            row = found.setdefault((cell.task, cell.variant), {"task": cell.task, "variant": cell.variant,
+                                                               "split": gates["split"], "seeds": {}, "per_layer": {}})
+            row["seeds"][cell.seed] = gates["mean"]
+            row["per_layer"][cell.seed] = gates["per_layer"]
+    return list(found.values())
+
+
+def render_gates(rows_: list[dict], fmt: str) -> str:
+    """The gate table: per variant the mean local weight ``g`` over seeds and per layer (mean of seeds)."""
+    table = []
+    for r in rows_:
+        mean, std = _mean_std(list(r["seeds"].values()))
+        layers = list(zip(*r["per_layer"].values()))
+        table.append([r["variant"], r["task"], f"{mean:.3f}" + ("" if std is None else f" ± {std:.3f}") + f" ({len(r['seeds'])})",
+                      " / ".join(f"{statistics.fmean(v):.3f}" for v in layers)])
+    split = rows_[0]["split"]
+    title = f"mean local gate g on {split}, mean ± std (seeds); per gated layer, lowest first"
+    if fmt == "latex":
+        body = [" & ".join(["variant", "task", "g", "per layer"]) + r" \\ \midrule"] + [" & ".join(map(_tex, r)) + r" \\" for r in table]
+        return "\n".join(["", f"% {title}", r"\begin{tabular}{llrl}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]) + "\n"
+    lines = ["", f"## {title}", "", "| variant | task | g | per layer |", "|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in table]
     return "\n".join(lines) + "\n"
 
@@ -371,10 +406,13 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     spec = _gridded(spec, cells)
     columns = collect(cells)
     significance(spec, columns, resamples)
-    tuning = tuning_rows(cells)
+    tuning, gates = tuning_rows(cells), gate_rows(cells)
 
     def rendered(kind: str) -> str:
-        return render(spec, columns, kind) + (render_tuning(tuning, kind) if tuning and kind != "csv" else "")
+        if kind == "csv":
+            return render(spec, columns, kind)
+        return (render(spec, columns, kind) + (render_tuning(tuning, kind) if tuning else "")
+                + (render_gates(gates, kind) if gates else ""))
 
     text = rendered(fmt)
     grid = cells[0].run_dir.parents[2] if cells else None
@@ -385,7 +423,10 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
               "grid_wall_seconds": wall,
               "cells": cell_counts(cells),
               "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in rows(spec, columns)],
-              **({"tuning": tuning} if tuning else {})}
+              **({"tuning": tuning} if tuning else {}),
+              **({"gates": [{**g, "seeds": {str(k): v for k, v in g["seeds"].items()},
+                             "per_layer": {str(k): v for k, v in g["per_layer"].items()}} for g in gates]}
+                 if gates else {})}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for name, kind in (("report.md", "md"), ("report.csv", "csv"), ("report.tex", "latex")):

@@ -101,6 +101,15 @@ def collect_gates(model, tok, sentences: list[str], batch_size: int = 64, device
     return stats
 
 
+def gate_summary(model, tok, sentences: list[str], split: str, device=None) -> dict:
+    """The mean local weight ``g`` per gated layer and over them all, on ``split``'s source words: what
+    a run records in ``results.json`` (``gates``) for ``cn3 experiment report`` (Xu et al. Fig. 2 pairs
+    each window m's BLEU with its gate)."""
+    layers = collect_gates(model, tok, sentences, device=device).per_layer()
+    return {"split": split, "words": layers[0]["words"], "per_layer": [round(r["mean"], 4) for r in layers],
+            "mean": round(sum(r["mean"] for r in layers) / len(layers), 4)}
+
+
 def tag_words(stats: GateStats, batch_size: int = 256) -> None:
     """UPOS tags of the collected words with spaCy (pretokenized)."""
     from data_prep.annotators.spacy_annotator import SpacyAnnotator

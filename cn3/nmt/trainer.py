@@ -38,6 +38,7 @@ from cn3.config import ConfigError
 from cn3.distributed import World, shutdown
 from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
 from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
+from cn3.nmt.analysis import gate_summary, has_gates
 from cn3.nmt.config import NMTConfig, config_from_dict
 from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.search import translate_lines
@@ -306,6 +307,11 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
         results["scores"][name] = {"bleu": round(bleu, 2), "signature": signature, "sentences": len(pairs)}
         results["predictions"][name] = run.write_predictions(name, [ref for _, ref in pairs], hyps, "bleu", None,
                                                              results["corpus"])
+    if has_gates(cfg.model):
+        pairs = load_split(cfg.data, "val", t.seed)  # never a test split: the gates are a diagnostic
+        results["gates"] = gate_summary(loaded.model, loaded.tokenizer, [src for src, _ in pairs], "val", device)
+        run.log(f"mean local gate g on val: {results['gates']['mean']:.3f} "
+                f"(per layer {', '.join(f'{g:.3f}' for g in results['gates']['per_layer'])})")
     atomic_write_json(run.results, results)
     table = Table(title=f"nmt · {results['encoder']} · {results['corpus']} · seed {results['seed']}")
     for col in ("split", "BLEU", "sentences", "beam", "steps", "wall time", "parameters"):
