@@ -137,7 +137,7 @@ def render_gates(rows_: list[dict], fmt: str) -> str:
     for r in rows_:
         mean, std = _mean_std(list(r["seeds"].values()))
         layers = list(zip(*r["per_layer"].values()))
-        table.append([r["variant"], r["task"], f"{mean:.3f}" + ("" if std is None else f" ± {std:.3f}") + f" ({len(r['seeds'])})",
+        table.append([r["variant"], r["task"], f"{_spread(mean, std, 3)} ({len(r['seeds'])})",
                       " / ".join(f"{statistics.fmean(v):.3f}" for v in layers)])
     split = rows_[0]["split"]
     title = f"mean local gate g on {split}, mean ± std (seeds); per gated layer, lowest first"
@@ -245,8 +245,13 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
-def _spread(mean: float, std: float | None) -> str:
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+def _spread(mean: float, std: float | None, digits: int = 2) -> str:
+    return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _str_keys(seeds: dict) -> dict:
+    """A seed-keyed mapping as JSON writes it (string keys), for the report's record."""
+    return {str(k): v for k, v in seeds.items()}
 
 
 def rows(spec: ExperimentSpec, columns: dict[str, TaskColumn]) -> list[dict]:
@@ -422,10 +427,9 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     record = {"spec": spec.name, "baseline": spec.baseline, "alpha": ALPHA, "correction": "holm over tasks",
               "grid_wall_seconds": wall,
               "cells": cell_counts(cells),
-              "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in rows(spec, columns)],
+              "rows": [{**r, "seeds": _str_keys(r["seeds"])} for r in rows(spec, columns)],
               **({"tuning": tuning} if tuning else {}),
-              **({"gates": [{**g, "seeds": {str(k): v for k, v in g["seeds"].items()},
-                             "per_layer": {str(k): v for k, v in g["per_layer"].items()}} for g in gates]}
+              **({"gates": [{**g, "seeds": _str_keys(g["seeds"]), "per_layer": _str_keys(g["per_layer"])} for g in gates]}
                  if gates else {})}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -771,7 +775,7 @@ def report_by(spec: ExperimentSpec, cells: list[Cell], by: str, fmt: str = "md",
               "tasks": {t: {"split": c.split, "metric": c.metric, "groups": c.groups, "note": c.note,
                             "unseen_in_training": {g: c.unseen.get(g) for g in c.groups}}
                         for t, c in grouped.items()},
-              "rows": [{**r, "seeds": {str(k): v for k, v in r["seeds"].items()}} for r in grouped_rows(spec, grouped)]}
+              "rows": [{**r, "seeds": _str_keys(r["seeds"])} for r in grouped_rows(spec, grouped)]}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         stem = f"by-{by}"

@@ -295,9 +295,10 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
                "parameters": loaded.model.n_parameters(), "steps": state["step"], "best_step": state["best_step"],
                "best_epoch": state["best_epoch"], "seconds": round(state["seconds"], 1), "beam": t.final_beam,
                "alpha": t.alpha, "processes": state.get("world_size", 1), "scores": {}, "predictions": {}}
+    read: dict[str, list[tuple[str, str]]] = {}  # the splits scored, so the gates' val is read once
     for name in final_splits(t.final_splits, cfg.data.corpus):
         try:
-            pairs = load_split(cfg.data, name, t.seed)
+            pairs = read[name] = load_split(cfg.data, name, t.seed)
         except ConfigError as err:
             run.log(f"[yellow]skipping final split {name}[/]: {err}")
             continue
@@ -308,7 +309,7 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
         results["predictions"][name] = run.write_predictions(name, [ref for _, ref in pairs], hyps, "bleu", None,
                                                              results["corpus"])
     if has_gates(cfg.model):
-        pairs = load_split(cfg.data, "val", t.seed)  # never a test split: the gates are a diagnostic
+        pairs = read.get("val") or load_split(cfg.data, "val", t.seed)  # never a test split: a diagnostic
         results["gates"] = gate_summary(loaded.model, loaded.tokenizer, [src for src, _ in pairs], "val", device)
         run.log(f"mean local gate g on val: {results['gates']['mean']:.3f} "
                 f"(per layer {', '.join(f'{g:.3f}' for g in results['gates']['per_layer'])})")
