@@ -13,7 +13,7 @@ from cli.help_text import unwrap_help
 from cli.prepare import prepare_command, tasks_command
 from cli.nmt import nmt_app
 from cli.plot import plot_command
-from cli.probe import probe_command
+from cli.probe import compare_probes_command, probe_command
 from cli.train import evaluate_command, predict_command, train_command
 from cli.visualize import visualize_app
 
@@ -33,6 +33,7 @@ app.command("predict")(predict_command)
 app.command("compare")(compare_command)
 app.command("plot")(plot_command)
 app.command("probe")(probe_command)
+app.command("compare-probes")(compare_probes_command)
 app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
 app.add_typer(analyze_app, name="analyze")

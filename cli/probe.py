@@ -122,3 +122,80 @@ def probe_table(record: dict):
     if any(not f["converged"] for t in record["tasks"] for f in t["features"].values()):
         table.caption = "* the classifier stopped before converging for some regularization value"
     return table
+
+
+def compare_probes_command(
+    probes_a: list[Path] = typer.Argument(..., help="A: one or more `cn3 probe` outputs (a directory holding "
+                                          "probe.json, or the file), one per run, in seed order."),
+    against: list[Path] = typer.Option(..., "--against", "-b", help="B: as many probe outputs, paired in order "
+                                       "with A's (repeat: -b P1 -b P2)."),
+    features: str = typer.Option(None, "--features", help="A's feature set (default: its first, `sentence` or "
+                                 "`encoder`); e.g. H_onlstm."),
+    against_features: str = typer.Option(None, "--against-features", help="B's feature set (default: its "
+                                         "first); e.g. H_san with the same probes on both sides."),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="Randomization trials, and bootstrap "
+                                  "resamples for the 95% interval."),
+    out: Path = typer.Option(None, "--out", "-o", dir_okay=False, help="Also write every figure to this JSON file."),
+) -> None:
+    """Does encoder A keep a property better than encoder B? Paired tests between probes, per task.
+
+    For each probing task both sides scored: each side's test accuracy (mean ± std over its runs);
+    A - B on the items of the matched runs pooled, with a 95% paired bootstrap interval and a paired
+    approximate randomization p-value (A's i-th probe paired with B's i-th, as `cn3 experiment report`
+    pools seeds); Welch's t-test across runs when each side has 2 or more; both Holm-adjusted over the
+    tasks. Probes from before cn3 kept per-item predictions count for the means and Welch only.
+
+    Examples:
+
+        cn3 compare-probes probes/local-seed1 probes/local-seed2 -b probes/transformer-seed1 -b probes/transformer-seed2
+
+        cn3 compare-probes probes/onlstm_san-seed1 --features H_onlstm -b probes/onlstm_san-seed1 --against-features H_san
+    """
+    from cn3.probe_compare import compare_probes, probe_side
+    from data_prep.atomic import atomic_write_json
+
+    with user_errors():
+        a, b = probe_side(probes_a, features), probe_side(against, against_features)
+        result = compare_probes(a, b, resamples=resamples)
+    console.print(compare_table(result))
+    if not any("paired" in r for r in result["tasks"]):
+        console.print("note: no pair of probes kept per-item predictions (probes written before this was "
+                      "recorded): means and Welch's test only; re-run `cn3 probe` for the paired test.",
+                      soft_wrap=True, markup=False)
+    if out is not None:
+        with user_errors():
+            try:
+                atomic_write_json(out, result)
+            except OSError as err:
+                raise ConfigError(f"cannot write {out}: {err.strerror or err}") from None
+        console.print(f"wrote {out}", markup=False)
+
+
+def compare_table(result: dict):
+    """One row per task: both sides' accuracy, the paired difference with its interval and p-values."""
+    from rich.table import Table
+
+    from cn3.stats import format_p
+
+    def spread(mean: float, std: float | None) -> str:
+        return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+
+    def p(value: float | None) -> str:
+        return "–" if value is None else format_p(value)
+
+    a, b = result["a"], result["b"]
+    table = Table(title=f"probing: A = {a['features']} of {len(a['probes'])} probe(s), "
+                        f"B = {b['features']} of {len(b['probes'])}; test accuracy (%)",
+                  caption=f"paired: approximate randomization on the pooled items of matched probes; "
+                          f"{result['correction']}")
+    for col in ("task", "group", "A", "B", "A - B (95% CI)", "pairs", "p", "p Holm", "Welch p", "Welch Holm"):
+        table.add_column(col, justify="left" if col in ("task", "group") else "right")
+    for r in result["tasks"]:
+        test = r.get("paired")
+        diff = "–" if test is None else (f"{test['difference'] + 0.0:+.1f} "
+                                         f"({test['ci95'][0] + 0.0:+.1f}, {test['ci95'][1] + 0.0:+.1f})")
+        table.add_row(r["task"].removeprefix("probe_"), r["group"], spread(r["mean_a"], r["std_a"]),
+                      spread(r["mean_b"], r["std_b"]), diff, "–" if test is None else str(len(test["pairs"])),
+                      p(test and test["p"]), p(test and test["p_holm"]), p(r.get("welch_p")),
+                      p(r.get("welch_p_holm")))
+    return table

@@ -357,7 +357,9 @@ def fit_probe(train_x: np.ndarray, train_y: list[str], dev_x: np.ndarray, dev_y:
     classifier on test.
 
     Returns ``{"parameter": "C"|"alpha", "chosen", "dev": {value: accuracy}, "dev_accuracy",
-    "test_accuracy", "converged"}``; test is scored once, with the chosen value only.
+    "test_accuracy", "test_predictions", "converged"}``; test is scored once, with the chosen value
+    only; ``test_predictions`` is its label for each test item, in order (for paired tests between
+    probes: ``cn3 compare-probes``).
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.preprocessing import StandardScaler
@@ -378,9 +380,11 @@ def fit_probe(train_x: np.ndarray, train_y: list[str], dev_x: np.ndarray, dev_y:
         converged &= not any(issubclass(w.category, ConvergenceWarning) for w in caught)
         models[value], dev[value] = model, float(model.score(xs[1], dev_y))
     chosen = max(grid, key=lambda v: dev[v])  # the first maximum: the strongest regularization among ties
+    predictions = [str(y) for y in models[chosen].predict(xs[2])]
     return {"parameter": "C" if classifier == "logistic" else "alpha", "chosen": chosen,
             "dev": {repr(v): a for v, a in dev.items()}, "dev_accuracy": dev[chosen],
-            "test_accuracy": float(models[chosen].score(xs[2], test_y)), "converged": converged}
+            "test_accuracy": float(np.mean([p == y for p, y in zip(predictions, test_y)])),
+            "test_predictions": predictions, "converged": converged}
 
 
 # --- the whole probe ----------------------------------------------------------------------------
@@ -425,7 +429,8 @@ def probe_task(features: Features, name: str, splits: dict[str, list[Example]], 
     y = {s: [ex.label for ex in splits[s]] for s in ("train", "dev", "test")}
     label, majority = majority_baseline(y["train"], y["test"])
     row = {"task": name, "group": GROUPS[name], "n": {s: len(splits[s]) for s in splits},
-           "classes": len(set(y["train"])), "majority": {"label": label, "accuracy": majority}, "features": {}}
+           "classes": len(set(y["train"])), "majority": {"label": label, "accuracy": majority},
+           "test_gold": list(y["test"]), "features": {}}
     for fname in features.feature_sets:
         fit = fit_probe(x["train"][fname], y["train"], x["dev"][fname], y["dev"], x["test"][fname], y["test"],
                         classifier, seed=seed)

@@ -70,6 +70,10 @@ def test_the_regularization_is_chosen_on_dev_alone():
     best = max(first["dev"].values())
     assert first["dev"][repr(first["chosen"])] == best == first["dev_accuracy"]
     assert first["chosen"] == next(c for c in C_GRID if first["dev"][repr(c)] == best)  # the first best
+    # the predictions kept for paired tests are the ones scored
+    assert len(first["test_predictions"]) == len(yte)
+    assert np.mean([p == y for p, y in zip(first["test_predictions"], yte)]) == first["test_accuracy"]
+    assert first["test_predictions"] == second["test_predictions"]
     # fitting again gives the same numbers (deterministic)
     assert fit_probe(xtr, ytr, xdv, ydv, xte, yte) == first
 
@@ -163,6 +167,8 @@ def test_probe_a_sentence_run_writes_table_and_json(sentence_run, staged, tmp_pa
     fit = task["features"]["sentence"]
     assert 0.0 <= fit["test_accuracy"] <= 1.0 and 0.0 <= task["majority"]["accuracy"] <= 1.0
     assert fit["chosen"] in C_GRID and fit["dim"] == 32  # 2 * model.hidden
+    assert len(task["test_gold"]) == len(fit["test_predictions"]) == 120
+    assert np.mean([p == g for p, g in zip(fit["test_predictions"], task["test_gold"])]) == fit["test_accuracy"]
     assert record["groups"]["surface"]["test_accuracy"]["sentence"] == fit["test_accuracy"]
     assert "syntactic" not in record["groups"]
     # the default output directory is the run's
