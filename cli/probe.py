@@ -189,7 +189,7 @@ def compare_table(result: dict):
                   caption=f"paired: approximate randomization on the pooled items of matched probes; "
                           f"{result['correction']}")
     for col in ("task", "group", "A", "B", "A - B (95% CI)", "pairs", "p", "p Holm", "Welch p", "Welch Holm"):
-        table.add_column(col, justify="left" if col in ("task", "group") else "right")
+        table.add_column(col, justify="left" if col in ("task", "group") else "right", no_wrap=col != "group")
     for r in result["tasks"]:
         test = r.get("paired")
         diff = "–" if test is None else (f"{test['difference'] + 0.0:+.1f} "
