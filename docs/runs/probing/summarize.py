@@ -17,6 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: rows in the order of RESULTS.md (Xu et al. Table 3, then Hao et al. Table 3, then the sentence encoders);
+#: any other model after them
+ORDER = ["nmt-transformer", "nmt-local", "nmt-hybrid", "nmt-onlstm_san", "trec-cn3", "trec-lstm"]
 
 
 def fmt(values: list[float]) -> str:
@@ -55,7 +58,8 @@ def main() -> None:
     base = {t: [majority[t]] for t in order}
     print("| majority class | – | " + " | ".join([*(fmt(base[t]) for t in order), *group_means(base)]) + " |")
     summary = {"majority": majority, "groups": groups, "rows": {}}
-    for (model, features), per_task in scores.items():
+    rank = {m: i for i, m in enumerate(ORDER)}
+    for (model, features), per_task in sorted(scores.items(), key=lambda kv: rank.get(kv[0][0], len(ORDER))):
         seeds = max(len(v) for v in per_task.values())
         cells = [fmt(per_task[t]) if per_task.get(t) else "–" for t in order]
         print(f"| {model} · {features} | {seeds} | " + " | ".join([*cells, *group_means(per_task)]) + " |")
