@@ -143,13 +143,14 @@ def compare_probes_command(
     A - B on the items of the matched runs pooled, with a 95% paired bootstrap interval and a paired
     approximate randomization p-value (A's i-th probe paired with B's i-th, as `cn3 experiment report`
     pools seeds); Welch's t-test across runs when each side has 2 or more; both Holm-adjusted over the
-    tasks. Probes from before cn3 kept per-item predictions count for the means and Welch only.
+    tasks. Probes written before `cn3 probe` kept per-item predictions count for the means and Welch
+    only.
 
     Examples:
 
-        cn3 compare-probes probes/local-seed1 probes/local-seed2 -b probes/transformer-seed1 -b probes/transformer-seed2
+        cn3 compare-probes p/local-seed1 p/local-seed2 -b p/transformer-seed1 -b p/transformer-seed2
 
-        cn3 compare-probes probes/onlstm_san-seed1 --features H_onlstm -b probes/onlstm_san-seed1 --against-features H_san
+        cn3 compare-probes p/onlstm_san-seed1 --features H_onlstm -b p/onlstm_san-seed1 --against-features H_san
     """
     from cn3.probe_compare import compare_probes, probe_side
     from data_prep.atomic import atomic_write_json
