@@ -83,9 +83,7 @@ def compare_probes(a: ProbeSide, b: ProbeSide, resamples: int = 10_000, seed: in
         ConfigError: sides of different sizes, the same probes and features on both sides, no task in
             common, or a pair of probes that scored different test items.
     """
-    import numpy as np
-
-    from cn3.stats import holm, paired_test, welch
+    from cn3.stats import holm, mean_std, paired_test, welch
 
     if len(a.records) != len(b.records):
         raise ConfigError(f"A has {len(a.records)} probes and B {len(b.records)}: probes are paired in order "
@@ -100,10 +98,9 @@ def compare_probes(a: ProbeSide, b: ProbeSide, resamples: int = 10_000, seed: in
     for name in common:
         acc_a = [a.accuracy(i, name) for i in range(len(a.records))]
         acc_b = [b.accuracy(i, name) for i in range(len(b.records))]
-        row = {"task": name, "group": a.task(0, name)["group"], "runs": len(acc_a),
-               "a": acc_a, "b": acc_b, "mean_a": float(np.mean(acc_a)), "mean_b": float(np.mean(acc_b)),
-               "std_a": float(np.std(acc_a, ddof=1)) if len(acc_a) > 1 else None,
-               "std_b": float(np.std(acc_b, ddof=1)) if len(acc_b) > 1 else None}
+        (mean_a, std_a), (mean_b, std_b) = mean_std(acc_a), mean_std(acc_b)
+        row = {"task": name, "group": a.task(0, name)["group"], "runs": len(acc_a), "a": acc_a, "b": acc_b,
+               "mean_a": mean_a, "mean_b": mean_b, "std_a": std_a, "std_b": std_b}
         gold, pred_a, pred_b, pairs = [], [], [], []
         for i in range(len(a.records)):
             if not (a.has_predictions(i, name) and b.has_predictions(i, name)):

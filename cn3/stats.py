@@ -19,6 +19,7 @@ Thin wrappers around maintained libraries (scipy, sacreBLEU, deepsig), each nami
   :func:`bleu_paired_test` for BLEU.
 * :func:`welch` — scores across seeds: Welch's unequal-variance t-test (Welch, 1947),
   ``scipy.stats.ttest_ind(equal_var=False)``.
+* :func:`mean_std` — scores across seeds: mean and sample standard deviation (None for one seed).
 * :func:`holm`, :func:`bonferroni` — adjusted p-values for a family of comparisons (Holm, 1979).
 * :func:`aso` — scores across seeds: Almost Stochastic Order (del Barrio et al., 2018; Dror et al.,
   2019) from deepsig (Ulmer et al., 2022), which needs numpy, scipy, pandas and joblib but not torch.
@@ -48,6 +49,7 @@ import gzip
 import json
 import os
 import reprlib
+import statistics
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -509,6 +511,12 @@ def compare(a: Predictions, b: Predictions, *, resamples: int = 10_000) -> Paire
 
 # ---------------------------------------------------------------------------------------------------
 # Scores across seeds, and families of comparisons.
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample std of scores across seeds; one seed has no spread, so its std is None (printed
+    as the mean alone, not as a misleading "± 0.00")."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 class WelchResult(NamedTuple):

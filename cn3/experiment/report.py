@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cn3.experiment.spec import Cell, ExperimentSpec
+from cn3.stats import mean_std
 
 ALPHA = 0.05
 PREFERRED_SPLITS = ("test", "test2016", "dev", "val")
@@ -135,7 +136,7 @@ def render_gates(rows_: list[dict], fmt: str) -> str:
     """The gate table: per variant the mean local weight ``g`` over seeds and per layer (mean of seeds)."""
     table = []
     for r in rows_:
-        mean, std = _mean_std(list(r["seeds"].values()))
+        mean, std = mean_std(list(r["seeds"].values()))
         layers = list(zip(*r["per_layer"].values()))
         table.append([r["variant"], r["task"], f"{_spread(mean, std, 3)} ({len(r['seeds'])})",
                       " / ".join(f"{statistics.fmean(v):.3f}" for v in layers)])
@@ -239,12 +240,6 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
             column.tests[variant]["p_holm"] = adjusted
 
 
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    """Mean and sample std; one seed has no spread, so its std is None (printed as the mean alone,
-    not as a misleading "± 0.00")."""
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
-
-
 def _spread(mean: float, std: float | None, digits: int = 2) -> str:
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
@@ -260,7 +255,7 @@ def rows(spec: ExperimentSpec, columns: dict[str, TaskColumn]) -> list[dict]:
     for variant in spec.variants:
         for task, column in columns.items():
             values = list(column.scores.get(variant, {}).values())
-            mean, std = _mean_std(values) if values else (None, None)
+            mean, std = mean_std(values) if values else (None, None)
             out.append({"variant": variant, "task": task, "split": column.split, "metric": column.metric,
                         "mean": mean, "std": std, "n": len(values), "seeds": column.scores.get(variant, {}),
                         "paper": spec.references.get(task, {}).get(variant),
@@ -606,7 +601,7 @@ def grouped_rows(spec: ExperimentSpec, grouped: dict[str, GroupedColumn]) -> lis
         for variant in spec.variants:
             for label in column.groups:
                 seeds = column.scores.get(variant, {}).get(label, {})
-                mean, std = _mean_std(list(seeds.values())) if seeds else (None, None)
+                mean, std = mean_std(list(seeds.values())) if seeds else (None, None)
                 out.append({"task": task, "split": column.split, "metric": column.metric, "field": column.by,
                             "group": label, "unseen_in_training": column.unseen.get(label),
                             "items": sorted(column.items.get(label, ())), "variant": variant,
@@ -741,7 +736,7 @@ def plot_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], path: 
                            label=None if shaded else "unseen in training")
                 shaded = True
         for k, variant in enumerate(spec.variants):
-            points = [(xs[g], statistics.fmean(s.values()), _mean_std(list(s.values()))[1] or 0.0)
+            points = [(xs[g], statistics.fmean(s.values()), mean_std(list(s.values()))[1] or 0.0)
                       for g in column.groups if (s := column.scores.get(variant, {}).get(g))]
             if points:
                 x, mean, std = zip(*points)
