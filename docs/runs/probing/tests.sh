@@ -27,3 +27,4 @@ compare nmt-hybrid nmt-transformer               # ... and hybrid (per-token gat
 compare nmt-onlstm_san nmt-transformer           # Hao et al. Table 3: ON-LSTM+SAN against SAN
 compare nmt-onlstm_san nmt-onlstm_san --features H_onlstm --against-features H_san   # its two stacks apart
 compare trec-cn3 trec-lstm                       # CN3 against the LSTM, both trained on TREC
+compare nmt-transformer trec-lstm                # a translation encoder against a TREC one (length)
