@@ -88,6 +88,10 @@ def run_command(
     only: list[str] = typer.Option(None, "--only", help=ONLY_HELP),
     out: Path = typer.Option(Path("runs/experiments"), "--out", "-o", help=OUT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells, their state and command; train nothing."),
+    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Adopt, instead of training, a cell whose resolved "
+                               "config (seed and threads included) equals a finished run's anywhere under --out "
+                               "(its files are linked in, RUN/reused.json names the run). Assumes one data root "
+                               "and one machine per --out; --no-reuse trains every cell itself."),
 ) -> None:
     """Train every cell of a spec that is not finished.
 
@@ -95,6 +99,9 @@ def run_command(
     finished cell is skipped, an interrupted one continues exactly where it stopped, a failed one is
     recorded (RUN/cell.failed, RUN/experiment.log) and the grid goes on. Ctrl-C stops the grid with
     every running cell saved; run the same command again to finish it.
+
+    Grids overlap (xu-window's m1 is xu-table1's hybrid-gate): a cell that a finished run under --out
+    already is, same config and seed, is adopted rather than trained again (state "reused").
 
     A spec with a `tune` block first trains each option for every task and variant (cells
     tune-<option>), then every seed with the option that scored best on dev.
@@ -110,6 +117,7 @@ def run_command(
     from rich.markup import escape
     from rich.table import Table
 
+    from cn3.experiment.reuse import find_twin
     from cn3.experiment.runner import cell_state, check_cells, default_threads, run_spec
 
     with user_errors():
@@ -123,21 +131,28 @@ def run_command(
                 table.add_column(col)
             for cell in cells:
                 state = cell_state(cell)
-                command = ("(its config is known once its task and variant are tuned)" if cell.waiting else
-                           "cn3 " + " ".join(cell.command(threads, state == "interrupted")))
+                twin = find_twin(cell, threads) if reuse and state == "queued" else None
+                if twin is not None:
+                    state, command = "reusable", f"(adopts {twin}: same config and seed)"
+                elif cell.waiting:
+                    command = "(its config is known once its task and variant are tuned)"
+                else:
+                    command = "cn3 " + " ".join(cell.command(threads, state == "interrupted"))
                 table.add_row(cell.name, state, escape(command))
             console.print(table)
             return
         try:
-            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads)
+            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads, reuse)
         except KeyboardInterrupt:
             console.print("[yellow]stopped[/]: running cells saved their latest.pt; run the same command to go on")
             raise typer.Exit(130) from None
     failed = [s for s in states if s.state == "failed"]
-    done = sum(s.state in ("done", "skipped") for s in states)
+    done = sum(s.state in ("done", "skipped", "reused") for s in states)
+    reused = sum(s.state == "reused" for s in states)
     elsewhere = sum(s.state == "elsewhere" for s in states)
     waiting = sum(s.state == "waiting" for s in states)
     console.print(f"{done}/{len(states)} cells finished"
+                  + (f" ({reused} reused from finished runs with the same config)" if reused else "")
                   + (f", {elsewhere} being trained by another process" if elsewhere else "")
                   + (f", {waiting} waiting for tuning that is not finished" if waiting else "")
                   + (f", {len(failed)} failed:" if failed else ""))

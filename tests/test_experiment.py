@@ -563,6 +563,42 @@ def test_a_runner_records_only_the_cells_it_started_over_another_runners_entries
     assert [i["id"] for i in record["invocations"]] == ["A", "B"]
 
 
+def test_a_cell_that_a_finished_run_already_is_is_adopted_not_trained(grid, tmp_path):
+    """Another grid under the same --out with one cell of the same config as the tiny grid's nbow seed 1
+    (another variant name) and one of another config: the first is adopted (its files linked in,
+    reused.json naming the run, the same results), the second trains; --no-reuse would train both."""
+    import shutil
+
+    spec, runs = grid
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    tiny = yaml.safe_load(spec.read_text())["set"]
+    overlap = write_spec(tmp_path / "overlap.yaml", name="overlap", set=tiny, seeds=[1], baseline="again",
+                         variants={"again": {"model.encoder": "nbow"},
+                                   "wider": {"model.encoder": "nbow", "model.hidden": 12}})
+    again, wider = load_spec(overlap).cells(copy)
+    twin = load_spec(spec).cells(copy)[2]
+    assert twin.name == "trec/nbow/seed1"
+
+    dry = invoke("experiment", "run", overlap, "--out", copy, "--jobs", "2", "--dry-run")
+    assert dry.exit_code == 0 and "reusable" in dry.output and "queued" in dry.output
+    assert "reusable" not in invoke("experiment", "run", overlap, "--out", copy, "--jobs", "2", "--dry-run",
+                                    "--no-reuse").output
+
+    (again.run_dir.parent / "seed1.reusing").mkdir(parents=True)  # left by an adoption that was killed
+    result = invoke("experiment", "run", overlap, "--out", copy, "--jobs", "2")
+    assert result.exit_code == 0, result.output
+    assert "2/2 cells finished (1 reused" in result.output
+    assert (again.run_dir / "results.json").read_bytes() == (twin.run_dir / "results.json").read_bytes()
+    assert json.loads((again.run_dir / "reused.json").read_text())["from"] == str(twin.run_dir)
+    assert not (again.run_dir.parent / "seed1.reusing").exists()
+    assert not (wider.run_dir / "reused.json").exists() and (wider.run_dir / "results.json").is_file()
+    record = json.loads((copy / "overlap" / "grid.json").read_text())
+    assert record["cells"][again.name]["reused_from"] == str(twin.run_dir)
+    report = invoke("experiment", "report", overlap, "--runs", copy, "--resamples", "200")
+    assert report.exit_code == 0 and f"{again.name} is {twin.run_dir}" in report.stdout
+
+
 def test_a_variant_without_its_baseline_says_so():
     from cn3.experiment.report import TaskColumn, render
 

@@ -31,6 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cn3.experiment.reuse import reused_from
 from cn3.experiment.spec import Cell, ExperimentSpec
 from cn3.stats import mean_std
 
@@ -309,6 +310,14 @@ def _untested(record: dict, baseline: dict, name: str) -> str:
     return f"no {name} run yet" if record["mean"] is not None and baseline["mean"] is None else ""
 
 
+def render_reused(reused: dict[str, str]) -> str:
+    """Which cells were adopted from another finished run (:mod:`cn3.experiment.reuse`), if any."""
+    if not reused:
+        return ""
+    return ("\nReused (same resolved config and seed, so trained once): "
+            + "; ".join(f"{name} is {source}" for name, source in reused.items()) + ".\n")
+
+
 def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md") -> str:
     """The results table and the significance table, as Markdown, CSV or LaTeX."""
     records = rows(spec, columns)
@@ -407,12 +416,13 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     columns = collect(cells)
     significance(spec, columns, resamples)
     tuning, gates = tuning_rows(cells), gate_rows(cells)
+    reused = {c.name: source for c in cells if (source := reused_from(c.run_dir))}
 
     def rendered(kind: str) -> str:
         if kind == "csv":
             return render(spec, columns, kind)
         return (render(spec, columns, kind) + (render_tuning(tuning, kind) if tuning else "")
-                + (render_gates(gates, kind) if gates else ""))
+                + (render_gates(gates, kind) if gates else "") + (render_reused(reused) if kind == "md" else ""))
 
     text = rendered(fmt)
     grid = cells[0].run_dir.parents[2] if cells else None
@@ -422,6 +432,7 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     record = {"spec": spec.name, "baseline": spec.baseline, "alpha": ALPHA, "correction": "holm over tasks",
               "grid_wall_seconds": wall,
               "cells": cell_counts(cells),
+              **({"reused": reused} if reused else {}),
               "rows": [{**r, "seeds": _str_keys(r["seeds"])} for r in rows(spec, columns)],
               **({"tuning": tuning} if tuning else {}),
               **({"gates": [{**g, "seeds": _str_keys(g["seeds"]), "per_layer": _str_keys(g["per_layer"])} for g in gates]}

@@ -6,7 +6,9 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
 * ``latest.pt`` without results: **interrupted**, continued with ``--resume`` (exact, see
   :mod:`cn3.loop`);
 * ``cell.failed`` (exit code and the last lines of the log): **failed** last time, tried again;
-* nothing: **queued**;
+* nothing: **queued**; or, if a finished run anywhere under ``--out`` has the cell's very config
+  (seed included), **reused**: that run is adopted instead of trained again (:mod:`cn3.experiment.reuse`;
+  ``reuse=False`` turns it off);
 * in a tuned grid, its task and variant not tuned yet: **waiting** (its config is not known); the
   runner trains the tuning cells, then the cells that tuning has resolved (:func:`run_spec`);
 * its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, being
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cn3.config import ConfigError
+from cn3.experiment.reuse import adopt, find_twin
 from cn3.experiment.spec import Cell, ExperimentSpec, resolve_cell
 from cn3.run_dir import RunDir
 from cn3.runtime import sigterm_as_interrupt
@@ -44,7 +47,8 @@ LOG = "experiment.log"
 @dataclass
 class CellState:
     """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done, skipped,
-    elsewhere (another process is training it) or waiting (for its task and variant's tuning)."""
+    reused (adopted from ``reused_from``, a finished run with the same config), elsewhere (another
+    process is training it) or waiting (for its task and variant's tuning)."""
 
     cell: Cell
     state: str
@@ -52,6 +56,7 @@ class CellState:
     started: float | None = None
     seconds: float | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
+    reused_from: str | None = None
 
 
 def cell_state(cell: Cell) -> str:
@@ -159,12 +164,12 @@ def _table(states: list[CellState], started: float, jobs: int):
     eta = ""
     if done and left:
         eta = f", about {sum(s.seconds for s in done) / len(done) * left / jobs / 60:.0f} min left"
-    table = Table(title=f"{sum(s.state in ('done', 'skipped') for s in states)}/{len(states)} cells done, "
+    table = Table(title=f"{sum(s.state in ('done', 'skipped', 'reused') for s in states)}/{len(states)} cells done, "
                         f"{time.time() - started:.0f} s{eta}", title_justify="left")
     for col in ("task", "variant", "seed", "state", "score", "time"):
         table.add_column(col)
-    colour = {"done": "green", "skipped": "green", "running": "yellow", "failed": "red", "elsewhere": "cyan",
-              "waiting": "dim"}
+    colour = {"done": "green", "skipped": "green", "reused": "green", "running": "yellow", "failed": "red",
+              "elsewhere": "cyan", "waiting": "dim"}
     for s in states:
         elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
         table.add_row(s.cell.task, s.cell.variant, f"tune-{s.cell.tune}" if s.cell.tune else str(s.cell.seed),
@@ -173,8 +178,10 @@ def _table(states: list[CellState], started: float, jobs: int):
     return table
 
 
-def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: int | None = None) -> list[CellState]:
-    """Train every cell that is not done, ``jobs`` at a time; returns the final states.
+def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: int | None = None,
+             reuse: bool = True) -> list[CellState]:
+    """Train every cell that is not done, ``jobs`` at a time; returns the final states. With ``reuse``,
+    a queued cell that a finished run under the same ``--out`` already is gets adopted, not trained.
 
     Keeps ``<grid>/grid.json`` (spec path, cells, states, this invocation's wall time) up to date as
     cells start and finish, so the record survives a runner that is killed outright.
@@ -188,7 +195,12 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
         state = cell_state(cell)
         states.append(CellState(cell, "skipped" if state == "done" else state,
                                 _score(cell) if state == "done" else ""))
-    pending = [s for s in states if s.state not in ("skipped", "elsewhere", "waiting")]
+    if reuse:
+        for state in states:
+            if state.state == "queued" and (twin := find_twin(state.cell, threads)) is not None:
+                adopt(state.cell, twin)
+                state.state, state.score, state.reused_from = "reused", _score(state.cell), str(twin)
+    pending = [s for s in states if s.state not in ("skipped", "reused", "elsewhere", "waiting")]
     started = time.time()
     invocation = f"{os.getpid()}@{started:.3f}"
 
@@ -244,14 +256,14 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
 
 
 def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: int = 1,
-             threads: int | None = None) -> list[CellState]:
+             threads: int | None = None, reuse: bool = True) -> list[CellState]:
     """:func:`run_grid` over ``list_cells()``, then, in a tuned grid, over the cells that the
     finished tuning has since resolved, until no cell waits or tuning resolved nothing new (one of its
     cells failed: the grid's cells that need it still wait). Returns the last pass's states, which
     cover every cell."""
     cells = list_cells()
     while True:
-        states = run_grid(spec, cells, jobs, threads)
+        states = run_grid(spec, cells, jobs, threads, reuse)
         waiting = sum(c.waiting for c in cells)
         if not waiting:
             return states
@@ -285,6 +297,10 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
         cells_record = record.get("cells", {})
         for s in states:
             if s.state == "elsewhere":  # its own runner records it
+                continue
+            if s.state == "reused":
+                cells_record[s.cell.name] = {"run_dir": str(s.cell.run_dir), "state": "done", "seconds": 0.0,
+                                             "reused_from": s.reused_from}
                 continue
             if s.state == "skipped":
                 if cells_record.get(s.cell.name, {}).get("state") != "done":
