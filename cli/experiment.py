@@ -117,21 +117,21 @@ def run_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from cn3.experiment.reuse import find_twin
+    from cn3.experiment.reuse import FinishedRuns
     from cn3.experiment.runner import cell_state, check_cells, default_threads, run_spec
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, out, only)
         threads = threads or default_threads(jobs)
         if dry_run:
-            check_cells(cells, threads)
+            resolved, finished = check_cells(cells, threads), FinishedRuns()
             table = Table(title=f"{spec_obj.name}{f' ({budget})' if budget else ''}: {len(cells)} cells, "
                                 f"{jobs} at a time, {threads} thread(s) each", title_justify="left")
             for col in ("cell", "state", "command"):
                 table.add_column(col)
             for cell in cells:
                 state = cell_state(cell)
-                twin = find_twin(cell, threads) if reuse and state == "queued" else None
+                twin = finished.twin(cell, resolved[cell.name]) if reuse and state == "queued" else None
                 if twin is not None:
                     state, command = "reusable", f"(adopts {twin}: same config and seed)"
                 elif cell.waiting:

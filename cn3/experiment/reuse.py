@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from cn3.config import ConfigError
-from cn3.experiment.spec import Cell, resolve_cell
+from cn3.experiment.spec import Cell, read_cell_config
 from data_prep.atomic import atomic_write_json
 
 REUSED = "reused.json"
@@ -36,32 +36,38 @@ def grids_root(cell: Cell) -> Path:
     return cell.run_dir.parents[3]
 
 
-def find_twin(cell: Cell, threads: int) -> Path | None:
-    """A finished run under the cell's grids root whose config equals the cell's, or None; None too
-    when the cell's own directory holds files (a cell that began training is left to train).
+class FinishedRuns:
+    """The finished runs under a grids root, each config read once, to find the run a cell already is.
 
     Candidates are the root's ``*/<task>/*/*`` run directories (any grid, budget or variant) with a
     ``results.json``; the first in sorted order wins, so the choice is the same every time.
     """
-    from cn3.nmt.config import NMTConfig
-    from cn3.run_config import RunConfig
-    from cn3.runtime import read_saved_config
 
-    if cell.waiting or (cell.run_dir.is_dir() and any(cell.run_dir.iterdir())):
-        return None
-    wanted = resolve_cell(cell, threads)
-    config_class = NMTConfig if cell.translation else RunConfig
-    own = cell.run_dir.resolve()
-    for results in sorted(grids_root(cell).glob(f"*/{cell.task}/*/*/results.json")):
-        run = results.parent
-        if run.name.endswith(_STAGING) or run.resolve() == own or not (run / "config.yaml").is_file():
-            continue
-        try:
-            if read_saved_config(config_class, run / "config.yaml") == wanted:
-                return run
-        except ConfigError:  # another kind of run, or another release's: not this cell
-            continue
-    return None
+    def __init__(self) -> None:
+        self._runs: dict[tuple[Path, str], list[tuple[Path, dict]]] = {}
+
+    def _finished(self, cell: Cell) -> list[tuple[Path, dict]]:
+        key = (grids_root(cell), cell.task)
+        if key not in self._runs:
+            runs = []
+            for results in sorted(key[0].glob(f"*/{cell.task}/*/*/results.json")):
+                run = results.parent
+                if run.name.endswith(_STAGING) or not (run / "config.yaml").is_file():
+                    continue
+                try:
+                    runs.append((run, read_cell_config(cell, run / "config.yaml")))
+                except ConfigError:  # another kind of run, or another release's: no cell's twin
+                    continue
+            self._runs[key] = runs
+        return self._runs[key]
+
+    def twin(self, cell: Cell, wanted: dict) -> Path | None:
+        """A finished run whose config equals ``wanted`` (``cell``'s resolved config), or None; None
+        too when the cell's own directory holds files (a cell that began training is left to train)."""
+        if cell.waiting or (cell.run_dir.is_dir() and any(cell.run_dir.iterdir())):
+            return None
+        own = cell.run_dir.resolve()
+        return next((run for run, config in self._finished(cell) if config == wanted and run.resolve() != own), None)
 
 
 def _link_or_copy(source: str, target: str) -> None:

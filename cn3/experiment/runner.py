@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cn3.config import ConfigError
-from cn3.experiment.reuse import adopt, find_twin
-from cn3.experiment.spec import Cell, ExperimentSpec, resolve_cell
+from cn3.experiment.reuse import FinishedRuns, adopt
+from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
 from cn3.run_dir import RunDir
 from cn3.runtime import sigterm_as_interrupt
 from data_prep.atomic import atomic_write_json, atomic_write_text
@@ -88,32 +88,35 @@ def _score(cell: Cell) -> str:
     return " · ".join(parts)
 
 
-def check_cells(cells: list[Cell], threads: int) -> None:
+def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
     """Before anything trains: every cell's config resolves, and a cell that already has a run
     directory was started with the config the spec gives it now (else the table would mix settings).
+
+    Returns:
+        Each cell's resolved config by cell name (cells waiting for tuning have none yet).
 
     Raises:
         ConfigError: naming the cell and the key.
     """
     from cn3.loop import RESUMABLE_CHANGES
-    from cn3.nmt.config import NMTConfig
     from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
-    from cn3.run_config import RunConfig
-    from cn3.runtime import check_resume_config, read_saved_config
+    from cn3.runtime import check_resume_config
 
+    resolved = {}
     for cell in cells:
         if cell.waiting:  # its config is known after tuning; the tuning cells check the same keys
             continue
-        wanted = resolve_cell(cell, threads)
+        wanted = resolved[cell.name] = resolve_cell(cell, threads)
         saved_path = cell.run_dir / "config.yaml"
         if not saved_path.is_file():
             continue
         try:
-            saved = read_saved_config(NMTConfig if cell.translation else RunConfig, saved_path)
-            check_resume_config(saved, wanted, NMT_RESUMABLE if cell.translation else RESUMABLE_CHANGES)
+            check_resume_config(read_cell_config(cell, saved_path), wanted,
+                                NMT_RESUMABLE if cell.translation else RESUMABLE_CHANGES)
         except ConfigError as err:
             raise ConfigError(f"cell {cell.name}: {cell.run_dir} holds a run with another config ({err}); "
                               "remove it, or give the grid another --out") from None
+    return resolved
 
 
 def default_threads(jobs: int) -> int:
@@ -189,15 +192,16 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
     from rich.live import Live
 
     threads = threads or default_threads(jobs)
-    check_cells(cells, threads)
+    resolved = check_cells(cells, threads)
     states = []
     for cell in cells:
         state = cell_state(cell)
         states.append(CellState(cell, "skipped" if state == "done" else state,
                                 _score(cell) if state == "done" else ""))
     if reuse:
+        finished = FinishedRuns()
         for state in states:
-            if state.state == "queued" and (twin := find_twin(state.cell, threads)) is not None:
+            if state.state == "queued" and (twin := finished.twin(state.cell, resolved[state.cell.name])) is not None:
                 adopt(state.cell, twin)
                 state.state, state.score, state.reused_from = "reused", _score(state.cell), str(twin)
     pending = [s for s in states if s.state not in ("skipped", "reused", "elsewhere", "waiting")]

@@ -299,3 +299,17 @@ def resolve_cell(cell: Cell, threads: int):
     except ConfigError as err:
         raise ConfigError(f"cell {cell.name}: {err}") from None
     return to_dict(cfg)
+
+
+def read_cell_config(cell: Cell, path: Path) -> dict:
+    """A run's saved ``config.yaml`` read back as the kind of config ``cell`` trains with (the NMT
+    config for translation cells), as :func:`resolve_cell` gives it, so the two compare key for key.
+
+    Raises:
+        ConfigError: the file does not fit that kind of config in this cn3.
+    """
+    from cn3.nmt.config import NMTConfig
+    from cn3.run_config import RunConfig
+    from cn3.runtime import read_saved_config
+
+    return read_saved_config(NMTConfig if cell.translation else RunConfig, path)
