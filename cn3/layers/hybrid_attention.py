@@ -52,6 +52,23 @@ with the same mask ``M``: one Bernoulli draw over the ``(B, H, N, N)`` weights
 drops the local weights. ``local`` drops its band weights and ``concat`` draws independent masks
 for its two distributions; dropping the band alone is the same in distribution as dropping the
 ``N x N`` matrix, whose other entries are 0.
+
+The SDPA path (``hybrid`` mode on CUDA, issue 31). On a GPU at NMT sizes the layer is bound by
+kernel launches, not arithmetic: the weights path above runs two masked softmaxes, the band gathers
+and scatters and the mix as some 40 small kernels forward and backward, which made the hybrid layer
+1.34-1.42x the Transformer layer on an H100 (on CPU 1.00-1.08x). Because ``g_i`` is a scalar per
+query row, eq. 5 is also ``H^_i = lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, and each of the two
+attentions is one fused ``F.scaled_dot_product_attention`` call (forward and backward a kernel or
+two each: the memory-efficient or cuDNN kernel, which take a boolean mask), the local one with the
+mask ``band & key`` (:func:`band_self_masks`, cached per ``(N, m, device)``). It is the same
+function up to rounding at every real query. It differs in two places, both outside what a model
+reads: (1) a padded query is also allowed to attend to itself, so that no row of either mask is
+empty (SDPA backends disagree on fully masked rows, and a NaN there would reach the next layer
+through ``0 * NaN``); padded rows are masked as keys downstream and get zero gradient;
+(2) attention dropout draws two independent masks, one per distribution (SDPA draws its own), in
+expectation the same as the shared mask above. ``need_weights`` always takes the weights path.
+:attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (CUDA only, the default: on CPU the weights
+path is as fast and keeps the shared dropout mask the tests pin), ``"always"``, ``"never"``.
 """
 
 from __future__ import annotations
@@ -67,6 +84,25 @@ from cn3.attention import (attend, band_index, band_key_mask, band_scatter, band
 from cn3.layers.transformer import MultiHeadAttention
 
 Mode = Literal["hybrid", "local", "concat"]
+
+_MASKS: dict[tuple[int, int, str], tuple[Tensor, Tensor]] = {}
+
+
+def band_self_masks(n: int, m: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(band, self)``: ``(N, N)`` bool masks ``|i - j| <= m`` and ``i == j``, made once per
+    ``(N, m, device)`` (a few kernels each, which on a GPU cost as much as the attention itself at
+    N = 25) and kept for the process; outside inference mode, so that training may read them."""
+    key = (n, m, str(device))
+    masks = _MASKS.get(key)
+    if masks is None:
+        with torch.inference_mode(False), torch.no_grad():
+            positions = torch.arange(n, device=device)
+            offset = positions[:, None] - positions[None, :]
+            masks = (offset.abs() <= m, offset == 0)  # (N, N): the local window, the diagonal
+        if len(_MASKS) > 256:  # bounded: one entry per sentence length seen
+            _MASKS.clear()
+        _MASKS[key] = masks
+    return masks
 
 
 class _HybridWeights(torch.autograd.Function):
@@ -138,7 +174,13 @@ class HybridSelfAttention(MultiHeadAttention):
 
     ``forward`` returns ``(out, info)``; for ``hybrid`` ``info["gate"]`` is ``g`` of shape
     ``(B, G, N)`` (``G`` = heads or 1), the weight of the LOCAL distribution.
+
+    ``sdpa``: ``"auto"`` | ``"always"`` | ``"never"``: when ``hybrid`` mode takes the SDPA path
+    (see the module docstring; ``"auto"``: on CUDA). A class attribute; set it on an instance to
+    choose per layer.
     """
+
+    sdpa: Literal["auto", "always", "never"] = "auto"
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, window: int = 1,
                  mode: Mode = "hybrid", gate_per_head: bool = False):
@@ -174,6 +216,8 @@ class HybridSelfAttention(MultiHeadAttention):
         global ones)."""
         n = x.shape[1]
         m = band_width(n, self.window)
+        if self.mode == "hybrid" and not need_weights and self._use_sdpa(x):
+            return self._sdpa_hybrid(x, mask, m)
         index = band_index(n, m, x.device)
         band_keys = band_key_mask(mask, n, m, x.device)
         q = self.query(x)
@@ -201,6 +245,33 @@ class HybridSelfAttention(MultiHeadAttention):
             info["weights"] = (0.5 * (band_scatter(local, index) + glob)).mean(1)
         both = [attend(band_scatter(drop(local), index), v), attend(drop(glob), v)]  # independent masks
         return self.out_proj(torch.cat([self.merge(o) for o in both], dim=-1)), info or None
+
+    def _use_sdpa(self, x: Tensor) -> bool:
+        if self.sdpa not in ("auto", "always", "never"):
+            raise ValueError(f"sdpa must be auto, always or never, got {self.sdpa!r}")
+        return self.sdpa == "always" or (self.sdpa == "auto" and x.is_cuda)
+
+    def _sdpa_hybrid(self, x: Tensor, mask: Tensor | None, m: int) -> tuple[Tensor, dict]:
+        """``hybrid`` mode as two fused attentions and a lerp (the module docstring's SDPA path).
+
+        Shapes: ``x (B, N, d)``, ``mask (B, N)`` True at real tokens or None; returns
+        ``out (B, N, d)`` and ``info["gate"] (B, G, N)``.
+        """
+        band, diagonal = band_self_masks(x.shape[1], m, x.device)
+        q = self.query(x)  # pre-scaled by 1 / sqrt(d_k): SDPA's own scale is 1
+        k, v = self.keys_values(x)
+        if mask is None:
+            glob_mask, local_mask = None, band
+        else:
+            keys = mask[:, None, None, :]  # (B, 1, 1, N): broadcast over heads and queries
+            glob_mask = keys | diagonal  # (B, 1, N, N); a padded query may see itself: no empty row
+            local_mask = (keys & band) | diagonal  # eq. 3's window over real keys, plus the same guard
+        p = self.dropout if self.training else 0.0  # two independent draws (module docstring)
+        glob = F.scaled_dot_product_attention(q, k, v, glob_mask, p, scale=1.0)  # Att(xi_i, V)
+        local = F.scaled_dot_product_attention(q, k, v, local_mask, p, scale=1.0)  # Att(B(xi_i), V)
+        g = torch.sigmoid(self.gate(x).transpose(1, 2).unsqueeze(-1))  # (B, G, N, 1): weight of the local
+        out = torch.lerp(glob, local, g.to(glob.dtype))  # (1 - g) Att(xi, V) + g Att(B(xi), V), eq. 5
+        return self.out_proj(self.merge(out)), {"gate": g.squeeze(-1)}
 
     def extra_repr(self) -> str:
         return f"window={self.window}, mode={self.mode}"
