@@ -44,7 +44,8 @@ def compare_command(
 
         cn3 compare runs/nmt-multi30k-hybrid-seed1 runs/nmt-multi30k-transformer-seed1 --split test2016
     """
-    from cn3.stats import compare, load_predictions
+    from cn3.run_dir import load_predictions
+    from cn3.stats import compare
 
     with user_errors():
         a, b = load_predictions(run_a, split), load_predictions(run_b, split)

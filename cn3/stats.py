@@ -15,7 +15,7 @@ Thin wrappers around maintained libraries (scipy, sacreBLEU, deepsig), each nami
   by default, or paired bootstrap resampling, Koehn 2004), so the scores and p equal
   ``sacrebleu --paired-ar``/``--paired-bs``; the interval as in :func:`paired_test`, on sacreBLEU's
   per-sentence BLEU statistics.
-* :func:`compare` — two runs' :class:`Predictions` on the same items: :func:`paired_test`, or
+* :func:`compare` — two runs' :class:`cn3.run_dir.Predictions` on the same items: :func:`paired_test`, or
   :func:`bleu_paired_test` for BLEU.
 * :func:`welch` — scores across seeds: Welch's unequal-variance t-test (Welch, 1947),
   ``scipy.stats.ttest_ind(equal_var=False)``.
@@ -23,8 +23,8 @@ Thin wrappers around maintained libraries (scipy, sacreBLEU, deepsig), each nami
 * :func:`holm`, :func:`bonferroni` — adjusted p-values for a family of comparisons (Holm, 1979).
 * :func:`aso` — scores across seeds: Almost Stochastic Order (del Barrio et al., 2018; Dror et al.,
   2019) from deepsig (Ulmer et al., 2022), which needs numpy, scipy, pandas and joblib but not torch.
-* :func:`load_predictions` — a run's ``RUN/predictions/<split>.jsonl`` and its entry in
-  ``RUN/results.json`` (cn3 0.3 and later).
+
+Runs' predictions are read by :func:`cn3.run_dir.load_predictions`; this module only tests them.
 
 **Non-decomposable metrics through scipy.** Span F1 (and BLEU) is not a mean over items, but it is a
 function of per-item counts summed over the items: true positives, predicted spans and gold spans per
@@ -45,8 +45,6 @@ inputs and seed give the same figures.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import reprlib
 import statistics
@@ -54,12 +52,14 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from cn3.config import ConfigError
+
+if TYPE_CHECKING:
+    from cn3.run_dir import Predictions
 
 #: Significance level of :meth:`PairedResult.sentence`.
 ALPHA = 0.05
@@ -363,114 +363,6 @@ def bleu_paired_test(references: Sequence[str], hyps_a: Sequence[str], hyps_b: S
                         ci_low=low, ci_high=high, p_value=float(system.p_value) if differ else 1.0,
                         method="approximate randomization" if test == "ar" else "bootstrap resampling",
                         resamples=resamples)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Runs' predictions.
-
-
-@dataclass
-class Predictions:
-    """One run's predictions on one split: ``RUN/predictions/<split>.jsonl`` and its ``results.json`` entry.
-
-    Attributes:
-        run: the run directory.
-        split: the split's name.
-        path: the JSONL file.
-        metric: ``accuracy``, ``span_f1``, ``token_accuracy`` or ``bleu``.
-        tag_scheme: ``BIOES`` or ``IOB2`` for span F1, else None.
-        task: the task's name, when recorded.
-        gold, pred: per item (dataset order) the gold and predicted label, tag list or sentence.
-    """
-
-    run: Path
-    split: str
-    path: Path
-    metric: str
-    tag_scheme: str | None
-    task: str | None
-    gold: list
-    pred: list
-
-
-def _is_tags(value) -> bool:
-    return isinstance(value, list) and all(isinstance(tag, str) for tag in value)
-
-
-def load_predictions(run: str | Path, split: str) -> Predictions:
-    """Read a run's predictions on ``split`` (written by cn3 0.3 and later).
-
-    ``RUN/results.json`` maps ``"predictions"`` → split → ``{"path", "items", "metric", "tag_scheme",
-    "task"}``; the file holds one ``{"i", "gold", "pred"}`` object per line, ``i`` counting items from 0
-    in dataset order. gold/pred are label strings (accuracy), tag lists (token_accuracy, span_f1) or
-    sentences (bleu: the reference and the hypothesis).
-
-    Args:
-        run: the run directory.
-        split: the split's name (``test``, ``dev``, ``test2016``, ...).
-
-    Raises:
-        ConfigError: the run, its results or its predictions are missing (the message says why), or a
-            file is malformed (the message names the file, and the line).
-    """
-    run = Path(run)
-    results_path = run / "results.json"
-    if not run.is_dir():
-        raise ConfigError(f"run directory not found: {run}")
-    if not results_path.is_file():
-        raise ConfigError(f"{run} has no results.json: the run has not finished")
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{results_path} is not valid JSON ({err})") from None
-    listed = results.get("predictions") if isinstance(results, dict) else None
-    listed = listed if isinstance(listed, dict) else {}
-    if split not in listed:
-        others = f" (it has predictions for: {', '.join(listed)})" if listed else ""
-        raise ConfigError(f"{run} has no predictions for {split}: it was trained before cn3 0.3 or the split was "
-                          f"not scored{others}")
-    entry = listed[split]
-    where = f"{results_path}, predictions.{split}"
-    if not isinstance(entry, dict) or not {"path", "items", "metric"} <= entry.keys() or \
-            not isinstance(entry["items"], int):
-        raise ConfigError(f'{where}: expected an object with "path", "items", "metric", "tag_scheme" and "task"')
-    metric, tag_scheme = entry["metric"], entry.get("tag_scheme")
-    if metric not in METRIC_WORDS:
-        raise ConfigError(f"{where}: unknown metric {metric!r} (known: {', '.join(METRIC_WORDS)})")
-    if metric == "span_f1" and tag_scheme not in ("BIOES", "IOBES", "IOB2", "BILOU"):
-        raise ConfigError(f"{where}: span_f1 needs a tag_scheme (BIOES or IOB2), found {tag_scheme!r}")
-    path = run / entry["path"]
-    if not path.is_file():
-        raise ConfigError(f"{run} has no predictions for {split}: {path} is missing (it was trained before cn3 0.3 "
-                          "or the split was not scored)")
-    gold, pred = [], []
-    opener = gzip.open if path.suffix == ".gz" else open  # large prediction files are gzipped (cn3.run_dir)
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            at = f"{path}, line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{at}: not JSON ({err.msg})") from None
-            if not isinstance(record, dict) or not {"i", "gold", "pred"} <= record.keys():
-                raise ConfigError(f'{at}: expected an object with "i", "gold" and "pred"')
-            if record["i"] != number - 1:
-                raise ConfigError(f"{at}: item {record['i']!r}, expected {number - 1} (one line per item, in "
-                                  "dataset order)")
-            g, p = record["gold"], record["pred"]
-            if metric in ("span_f1", "token_accuracy"):
-                if not (_is_tags(g) and _is_tags(p)):
-                    raise ConfigError(f"{at}: gold and pred must be lists of tags for {metric}")
-                if len(g) != len(p):
-                    raise ConfigError(f"{at}: {len(g)} gold tags but {len(p)} predicted")
-            elif not (isinstance(g, str) and isinstance(p, str)):
-                raise ConfigError(f"{at}: gold and pred must be strings for {metric}")
-            gold.append(g)
-            pred.append(p)
-    if len(gold) != entry["items"]:
-        raise ConfigError(f"{path}: {len(gold):,} items, but {results_path} says {entry['items']:,}")
-    return Predictions(run=run, split=split, path=path, metric=metric, tag_scheme=tag_scheme,
-                       task=entry.get("task"), gold=gold, pred=pred)
 
 
 def check_paired(a: Predictions, b: Predictions) -> None:

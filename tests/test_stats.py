@@ -13,8 +13,9 @@ import pytest
 
 from cn3.config import ConfigError
 from cn3.metrics import score
-from cn3.stats import (PairedResult, aso, bleu_paired_test, bonferroni, check_paired, compare, holm,
-                       load_predictions, paired_test, welch)
+from cn3.run_dir import load_predictions
+from cn3.stats import (PairedResult, aso, bleu_paired_test, bonferroni, check_paired, compare, holm, paired_test,
+                       welch)
 
 # Ten items: A right on 8, B on 4. A alone is right on items 0-4, B alone on item 9; both are right on
 # 5-7, and wrong on item 8 with different labels, which changes no score.
@@ -277,31 +278,74 @@ def test_load_predictions_and_compare(tmp_path):
         check_paired(c, d)
 
 
-def test_predictions_over_a_megabyte_are_gzipped_and_read_back(tmp_path):
-    """RunDir writes a large split as .jsonl.gz (deterministic bytes), a small one as .jsonl, and a rerun
-    of the other size leaves one file; load_predictions reads either from results.json's path."""
-    import gzip
+@pytest.mark.parametrize("metric,tag_scheme,gold,pred", [
+    ("accuracy", None, GOLD, PRED_A),
+    ("span_f1", "BIOES", TAGS_GOLD, TAGS_A),
+    ("bleu", None, ["Ein Mann läuft.", "Zwei Hunde."], ["Ein Mann geht.", ""]),
+])
+def test_predictions_are_written_as_ids_in_xz_and_read_back(tmp_path, metric, tag_scheme, gold, pred):
+    """RunDir writes one xz-compressed JSON per split (labels and tags as ids into a table, sentences as
+    they are), the same bytes for the same predictions; a rerun replaces an earlier version's JSONL."""
+    import lzma
 
-    from cn3.run_dir import COMPRESS_OVER, RunDir
+    from cn3.run_dir import PREDICTIONS_FORMAT, RunDir
 
     run = RunDir(tmp_path / "run")
-    big_gold = [f"label{i % 7}" for i in range(40_000)]
-    big_pred = [f"label{i % 5}" for i in range(40_000)]
-    entries = {"test": run.write_predictions("test", big_gold, big_pred, "accuracy", None, "logic"),
-               "dev": run.write_predictions("dev", GOLD, PRED_A, "accuracy", None, "logic")}
-    (run.path / "results.json").write_text(json.dumps({"scores": {}, "predictions": entries}))
-    packed = run.path / "predictions" / "test.jsonl.gz"
-    assert entries["test"]["path"] == "predictions/test.jsonl.gz"
-    assert len(gzip.decompress(packed.read_bytes())) > COMPRESS_OVER
-    assert entries["dev"]["path"] == "predictions/dev.jsonl" and not (run.path / "predictions" / "test.jsonl").exists()
-    first = packed.read_bytes()
-    run.write_predictions("test", big_gold, big_pred, "accuracy", None, "logic")
-    assert packed.read_bytes() == first
-    test = load_predictions(run.path, "test")
-    assert (test.gold, test.pred) == (big_gold, big_pred)
-    assert load_predictions(run.path, "dev").pred == PRED_A
-    run.write_predictions("test", GOLD, PRED_A, "accuracy", None, "logic")  # rerun, now small
-    assert sorted(p.name for p in (run.path / "predictions").iterdir()) == ["dev.jsonl", "test.jsonl"]
+    run.predictions.mkdir(parents=True)
+    (run.predictions / "test.jsonl.gz").write_bytes(b"left by cn3 0.9")
+    entry = run.write_predictions("test", gold, pred, metric, tag_scheme, "task")
+    assert entry == {"path": "predictions/test.json.xz", "items": len(gold), "metric": metric,
+                     "tag_scheme": tag_scheme, "task": "task"}
+    assert [p.name for p in run.predictions.iterdir()] == ["test.json.xz"]
+    path = run.path / entry["path"]
+    first = path.read_bytes()
+    payload = json.loads(lzma.decompress(first))
+    assert payload["format"] == PREDICTIONS_FORMAT
+    if metric != "bleu":
+        assert all(isinstance(i, int) for i in payload["gold"] + payload["pred"])
+    run.write_predictions("test", gold, pred, metric, tag_scheme, "task")
+    assert path.read_bytes() == first
+    (run.path / "results.json").write_text(json.dumps({"scores": {}, "predictions": {"test": entry}}))
+    back = load_predictions(run.path, "test")
+    assert (back.gold, back.pred, back.metric, back.tag_scheme) == (gold, pred, metric, tag_scheme)
+
+
+def test_a_large_split_stays_small(tmp_path):
+    """The point of ids: SNLI's 9,824 test pairs in about 2 KB (the JSONL of cn3 0.9 took 560 KB)."""
+    from cn3.run_dir import RunDir
+
+    labels = ["entailment", "neutral", "contradiction"]
+    rng = np.random.default_rng(0)
+    gold = [labels[i] for i in rng.integers(0, 3, 9_824)]
+    pred = [g if rng.random() < 0.8 else labels[i] for g, i in zip(gold, rng.integers(0, 3, 9_824))]
+    entry = RunDir(tmp_path).write_predictions("test", gold, pred, "accuracy", None, "snli")
+    assert (tmp_path / entry["path"]).stat().st_size < 4_000
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda p: p.update(format="cn3.predictions/9"), "not a cn3 predictions file"),
+    (lambda p: p.update(kind="tags"), "holds 'tags' predictions, but its metric scores labels"),
+    (lambda p: p["pred"].pop(), '"gold" and "pred" must be lists of one length'),
+    (lambda p: p["pred"].__setitem__(0, 99), '"gold" and "pred" must be ids into "labels"'),
+])
+def test_a_bad_predictions_file_names_itself(tmp_path, change, message):
+    import lzma
+
+    from cn3.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    entry = run.write_predictions("test", GOLD, PRED_A, "accuracy", None, "trec")
+    (run.path / "results.json").write_text(json.dumps({"scores": {}, "predictions": {"test": entry}}))
+    path = run.path / entry["path"]
+    payload = json.loads(lzma.decompress(path.read_bytes()))
+    change(payload)
+    path.write_bytes(lzma.compress(json.dumps(payload).encode()))
+    with pytest.raises(ConfigError) as err:
+        load_predictions(run.path, "test")
+    assert str(path) in str(err.value) and message in str(err.value)
+    path.write_bytes(b"not xz")
+    with pytest.raises(ConfigError, match="not xz-compressed JSON"):
+        load_predictions(run.path, "test")
 
 
 def test_load_predictions_names_what_is_missing(tmp_path):
@@ -327,7 +371,7 @@ def test_load_predictions_names_what_is_missing(tmp_path):
     ("{not json", "line 3: not JSON"),
     ('{"i": 2, "gold": "a"}', 'line 3: expected an object with "i", "gold" and "pred"'),
     ('{"i": 5, "gold": "a", "pred": "b"}', "line 3: item 5, expected 2"),
-    ('{"i": 2, "gold": "a", "pred": ["b"]}', "line 3: gold and pred must be strings for accuracy"),
+    ('{"i": 2, "gold": "a", "pred": ["b"]}', "line 3: gold and pred must be strings"),
 ])
 def test_load_predictions_names_the_bad_line(tmp_path, line, message):
     run = write_run(tmp_path / "run", "test", GOLD, PRED_A, "accuracy")

@@ -203,7 +203,7 @@ def _pooled_test(pairs: dict[int, tuple], metric: str, resamples: int, items: di
 
 def _paired(column: TaskColumn, variant: str, baseline: str, resamples: int) -> dict:
     """The paired test of ``variant`` against ``baseline`` on the seeds both finished, pooled."""
-    from cn3.stats import load_predictions
+    from cn3.run_dir import load_predictions
 
     seeds = sorted(set(column.runs.get(variant, {})) & set(column.runs.get(baseline, {})))
     if not seeds:
@@ -534,7 +534,7 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
     """
     from cn3.config import ConfigError
     from cn3.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
-    from cn3.stats import load_predictions
+    from cn3.run_dir import load_predictions
 
     out: dict[str, GroupedColumn] = {}
     cache: dict = {}
