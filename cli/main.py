@@ -6,6 +6,7 @@ import typer
 
 import cn3
 from cli.analyze import analyze_app
+from cli.checkpoint import checkpoint_app
 from cli.compare import compare_command
 from cli.encoders import encoders_command
 from cli.experiment import experiment_app
@@ -38,6 +39,7 @@ app.add_typer(nmt_app, name="nmt")
 app.add_typer(visualize_app, name="visualize")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(checkpoint_app, name="checkpoint")
 unwrap_help(app)
 
 

@@ -39,7 +39,6 @@ from typing import Literal, Protocol
 import torch
 
 import cn3
-import data_prep.console
 from cn3.bucketing import batch_loader
 from cn3.config import ConfigError
 from cn3.distributed import SINGLE, World, check_world_size, step_seed
@@ -279,10 +278,11 @@ class RunningLoss:
         return self.total() / max(self.count, 1)
 
 
-def display_seconds(bar) -> float:
-    """How often the progress display re-reads the running loss from the device: every second for a
-    live bar, at the pace of the plain progress lines without a terminal."""
-    return data_prep.console.LOG_INTERVAL if bar.disable else 1.0
+def loss_due(bar, shown_at: float) -> bool:
+    """Whether to re-read the running loss from the device for the progress display: every second
+    for a live bar; without a terminal, just before the bar prints its next plain line (so a
+    redirected log never shows a line without the loss)."""
+    return bar.line_due() if bar.disable else time.perf_counter() - shown_at >= 1.0
 
 
 def new_state(world: World = SINGLE) -> dict:
@@ -293,14 +293,13 @@ def new_state(world: World = SINGLE) -> dict:
             "best_written": False, "world_size": world.size}
 
 
-def start(adapter: TaskAdapter, run: RunDir, resume: bool, device: torch.device, what: str,
-          world: World = SINGLE) -> dict:
+def start(adapter: TaskAdapter, run: RunDir, resume: bool, what: str, world: World = SINGLE) -> dict:
     """The loop state to start from: ``latest.pt``'s (weights, optimizer, average and RNG streams
     restored) when resuming, else a new one; says which in the log. ``what``: the run, for the log.
     A resumed run must have the number of processes it was started with."""
     if resume:
         state = new_state()
-        saved = restore_checkpoint(run.latest, adapter.model, adapter.optimizer, device, adapter.ema, adapter.scaler)
+        saved = restore_checkpoint(run.latest, adapter.model, adapter.optimizer, adapter.ema, adapter.scaler)
         state.update(saved)
         check_world_size(state["world_size"], world, run.path)
         if "best_written" not in saved:  # written by 0.3.0
@@ -372,8 +371,10 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         run.log(f"epoch {epoch} step {state['step']}: train loss {train_loss:.4f}, {text}"
                 + (" [green](best)[/]" if improved else ""))
 
-    def patience_exhausted() -> bool:
-        if state["bad_evals"] >= t.patience:
+    def patience_exhausted(last: bool = False) -> bool:
+        """Whether to stop early; ``last``: the run's final evaluation, after which it ends anyway
+        (not an early stop, and not reported as one)."""
+        if state["bad_evals"] >= t.patience and not last:
             run.log(f"early stop: no better dev score in {t.patience} evaluations")
             return True
         return False
@@ -441,7 +442,8 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                 loss_text, shown_at = "loss –", tick  # the running loss as last read
                 if state["eval_due"]:  # interrupted during an evaluation: do it again
                     evaluate(epoch + 1, state["eval_train_loss"], bar)
-                    stopped = patience_exhausted()
+                    stopped = patience_exhausted(last=epoch + 1 == t.epochs
+                                                 and state["batch_in_epoch"] == len(batches))
                     if stopped:
                         elapsed()
                         checkpoint(run.latest)
@@ -452,7 +454,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     state["batch_in_epoch"] = b + 1
                     log_due = bool(t.log_every and state["step"] % t.log_every == 0)
                     eval_due = b + 1 in eval_points
-                    if log_due or eval_due or time.perf_counter() - shown_at >= display_seconds(bar):
+                    if log_due or eval_due or loss_due(bar, shown_at):
                         loss_text, shown_at = f"loss {running.mean():.3f}", time.perf_counter()
                     rate = (f"{loss_text} lr {lr:.2e} "
                             f"{running.count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s")
@@ -465,7 +467,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                         state["eval_due"] = True  # before any collective that a lost rank could break
                         state["eval_train_loss"] = train_loss = mean_over_ranks(running)
                         evaluate(epoch + 1, train_loss, bar)
-                        stopped = patience_exhausted()
+                        stopped = patience_exhausted(last=epoch + 1 == t.epochs and b + 1 == len(batches))
                     if t.max_steps and state["step"] >= t.max_steps and not stopped:
                         stopped = True
                         if not state["best_written"]:

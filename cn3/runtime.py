@@ -1,16 +1,21 @@
-"""Device choice, seeding and RNG snapshots shared by the CN3 and NMT trainers.
+"""Device choice, seeding, RNG snapshots and checkpoint reading shared by the CN3 and NMT trainers.
 
-Exact resume needs every random stream restored: torch (CPU and CUDA), Python and NumPy.
+Exact resume needs every random stream restored: torch (CPU and CUDA), Python and NumPy. A
+checkpoint holds tensors, numbers, strings and plain containers only and is read with
+``torch.load(weights_only=True)`` (:func:`load_checkpoint`), so a shared run directory cannot run
+code when it is opened; :func:`upgrade_checkpoint` converts those of cn3 0.3.0 and earlier.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import random
 import signal
 import threading
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import torch
@@ -21,6 +26,7 @@ from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.distributed import World, init_world
 from cn3.run_dir import RunDir
+from data_prep.atomic import atomic_write
 from data_prep.console import console
 
 
@@ -79,27 +85,174 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    """Every random stream, in the plain forms a checkpoint keeps (:func:`plain_rng_state`)."""
+    return plain_rng_state({"torch": torch.get_rng_state(), "python": random.getstate(),
+                            "numpy": np.random.get_state(),
+                            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None})
+
+
+def plain_rng_state(state: dict) -> dict:
+    """``state`` with Python's and NumPy's streams as tensors, numbers and strings, which
+    ``torch.load(weights_only=True)`` reads (NumPy's key array would need NumPy's unpickler).
+
+    Python: ``[version, int64 tensor of the 625 words, gauss]``; NumPy: ``{"bit_generator", "key"
+    (int64 tensor of the 624 uint32 words), "pos", "has_gauss", "gauss"}``. States already in these
+    forms pass unchanged, so it also converts the checkpoints of cn3 0.3.0 and earlier
+    (:func:`upgrade_checkpoint`)."""
+    version, words, gauss = state["python"]
+    numpy = state["numpy"]
+    if isinstance(numpy, tuple):  # np.random.get_state(): (name, keys, pos, has_gauss, cached_gaussian)
+        name, keys, pos, has_gauss, cached = numpy
+        numpy = {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+                 "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(cached)}
+    if not isinstance(words, torch.Tensor):
+        words = torch.tensor(words, dtype=torch.int64)
+    return {**state, "python": [version, words, gauss], "numpy": numpy}
+
+
+def _host_bytes(state: torch.Tensor) -> torch.Tensor:
+    """An RNG state as ``torch.set_rng_state`` takes it: a CPU byte tensor."""
+    return state.detach().to("cpu", torch.uint8)
 
 
 def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Restore the streams of :func:`rng_state`. The CUDA states are restored where CUDA is
+    available, for the devices this machine has (a run saved on a CPU machine has none)."""
+    torch.set_rng_state(_host_bytes(state["torch"]))
+    version, words, gauss = state["python"]
+    random.setstate((version, tuple(words.tolist()), gauss))
+    n = state["numpy"]
+    np.random.set_state((n["bit_generator"], n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["gauss"]))
     if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([_host_bytes(s) for s in state["cuda"][:torch.cuda.device_count()]])
+
+
+#: What checkpoints of cn3 0.3.0 and earlier pickled besides tensors and plain data: NumPy's RNG
+#: key array (under NumPy 2's and NumPy 1's module names). Reading those few globals runs no code
+#: of the file's choosing, so :func:`upgrade_checkpoint` converts such checkpoints without trust.
+LEGACY_GLOBALS = {"numpy._core.multiarray._reconstruct": np._core.multiarray._reconstruct,
+                  "numpy.core.multiarray._reconstruct": np._core.multiarray._reconstruct,
+                  "numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype,
+                  "numpy.dtypes.UInt32DType": np.dtypes.UInt32DType}
+
+
+def upgrade_command(path: Path) -> str:
+    """The command that converts the run holding checkpoint ``path``."""
+    return f"cn3 checkpoint upgrade {Path(path).parent}"
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """A checkpoint (``best.pt``, ``latest.pt``) read with ``torch.load(weights_only=True)``, on the host.
+
+    Only tensors, numbers, strings and plain containers are read, so opening a run someone shared
+    runs no code from it. Everything comes back on the CPU: the RNG states must (``set_rng_state``
+    takes CPU byte tensors only), and weights and optimizer states go to the model's device when
+    loaded into it.
+
+    Raises:
+        ConfigError: on a file that is not a checkpoint; on one written by cn3 0.3.0 or earlier,
+            naming the command that converts it; on one that carries pickled objects, refused.
+    """
+    path = Path(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        unsafe = unsafe_globals(path)
+    except (RuntimeError, ValueError, EOFError, OSError) as err:
+        raise unreadable(path, err) from None
+    if unsafe <= LEGACY_GLOBALS.keys():
+        raise ConfigError(f"{path} was written by an earlier cn3, whose checkpoints pickled NumPy's random "
+                          f"state; convert the run once with `{upgrade_command(path)}`")
+    raise ConfigError(refusal(path, unsafe))
+
+
+def unreadable(path: Path, err: Exception) -> ConfigError:
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return ConfigError(f"{path} is not a readable checkpoint ({first})")
+
+
+def unsafe_globals(path: Path) -> set[str]:
+    """The globals (classes, functions) that the checkpoint ``path`` pickles beyond what
+    ``weights_only=True`` reads, found without unpickling it."""
+    try:
+        return set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except (RuntimeError, ValueError, EOFError, OSError) as err:  # not torch.save's zip format
+        raise unreadable(path, err) from None
+
+
+def refusal(path: Path, unsafe: set[str]) -> str:
+    """Why a checkpoint carrying pickled objects (``unsafe``: their globals) is not opened."""
+    return (f"refusing to open {path}: it carries pickled Python objects ({', '.join(sorted(unsafe))}), and "
+            "loading them could run any code; cn3 checkpoints hold only tensors, numbers and strings. Retrain the "
+            f"run, or, only if you trust where it came from, convert it with `{upgrade_command(path)} --trust`")
+
+
+def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
+    """Rewrite the checkpoint ``path`` in the plain forms :func:`load_checkpoint` reads, atomically;
+    ``False`` when it is plain already.
+
+    A checkpoint of cn3 0.3.0 or earlier (NumPy's RNG state) is read without running code from it.
+    One carrying other pickled objects is read with ``weights_only=False``, which runs whatever the
+    file's pickle calls, only with ``trust``; without it, a ConfigError.
+
+    Raises:
+        ConfigError: untrusted pickled objects, or an entry with no plain form.
+    """
+    path = Path(path)
+    unsafe = unsafe_globals(path)
+    if not unsafe:
+        return False
+    if unsafe <= LEGACY_GLOBALS.keys():
+        allowed = [(obj, name) for name, obj in LEGACY_GLOBALS.items()]
+        with torch.serialization.safe_globals(allowed):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    elif trust:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    else:
+        raise ConfigError(refusal(path, unsafe))
+    if isinstance(ckpt, dict) and isinstance(ckpt.get("rng"), dict):
+        ckpt["rng"] = plain_rng_state(ckpt["rng"])
+    data = io.BytesIO()
+    torch.save(_plain(ckpt, str(path)), data)
+    atomic_write(path, lambda handle: handle.write(data.getvalue()))
+    return True
+
+
+def _plain(value, where: str):
+    """``value`` with NumPy arrays as tensors, NumPy scalars as numbers and paths as strings; a
+    ConfigError naming ``where`` (the entry) for anything else that is not plain. Dicts and lists
+    are converted in place, so a state dict keeps its type and ``_metadata``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            value[k] = _plain(v, f"{where}[{k!r}]")
+        return value
+    if isinstance(value, list):
+        value[:] = [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+    if isinstance(value, tuple):
+        return tuple(_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, PurePath):
+        return str(value)
+    if value is None or isinstance(value, (torch.Tensor, bool, int, float, str, bytes)):
+        return value
+    raise ConfigError(f"cannot upgrade: {where} is a {type(value).__module__}.{type(value).__qualname__}, "
+                      "which has no plain form")
 
 
 def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       device: torch.device, ema: torch.nn.Module | None = None,
-                       scaler: torch.amp.GradScaler | None = None) -> dict:
+                       ema: torch.nn.Module | None = None, scaler: torch.amp.GradScaler | None = None) -> dict:
     """Load a ``latest.pt`` for ``--resume``: weights, optimiser, weight average, loss scaler and
-    every RNG stream.
+    every RNG stream. Read on the host (:func:`load_checkpoint`); the model and optimizer take
+    their states to their own device.
 
     Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
     """
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+    ckpt = load_checkpoint(path)
     check_resumable(ckpt.get("cn3_version"), path)
     load_ema_state(ckpt, ema, model)
     optimizer.load_state_dict(ckpt["optimizer"])

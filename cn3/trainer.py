@@ -26,7 +26,7 @@ from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, deterministic_algorithms, make_scaler, open_run, seed_everything
+from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console
 
@@ -69,7 +69,7 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
 
     run.require()
     path = run.best if which == "best" and run.best.is_file() else run.latest
-    ckpt = torch.load(path, map_location=device, weights_only=False)
+    ckpt = load_checkpoint(path)
     check_sentence_run(ckpt["config"], ckpt.get("cn3_version"), str(path))
     config = from_dict(RunConfig, upgrade_sentence_config(ckpt["config"], ckpt.get("cn3_version")))
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
@@ -244,9 +244,8 @@ def _train(cfg: RunConfig, run: RunDir, config_dict: dict, world: World, resume:
         atomic_write_json(run.vocab, vocab_dict)
     task = SentenceTask(cfg, ds, device, vocab_dict, command)
     processes = f", {world.size} processes" if world.active else ""
-    state = start(task, run, resume, device, f"{cfg.model.encoder} on {ds.manifest['task']} "
-                                             f"({task.model.n_parameters():,} parameters, device {device}{processes})",
-                  world)
+    state = start(task, run, resume, f"{cfg.model.encoder} on {ds.manifest['task']} "
+                                     f"({task.model.n_parameters():,} parameters, device {device}{processes})", world)
     with deterministic_algorithms(cfg.train.deterministic):
         return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state, world)
 

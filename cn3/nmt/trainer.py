@@ -44,7 +44,7 @@ from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_spl
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.runtime import autocast, deterministic_algorithms, make_scaler, open_run, seed_everything
+from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
 from data_prep.console import console, progress
 
@@ -95,7 +95,7 @@ def load_run(path: str | Path, device: torch.device, which: str = "best") -> Loa
     ckpt_path = run.best if which == "best" and run.best.is_file() else run.latest
     if not ckpt_path.is_file():
         raise ConfigError(f"{run.path} holds no checkpoint (best.pt/latest.pt); train it first with cn3 nmt train")
-    ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+    ckpt = load_checkpoint(ckpt_path)
     if not isinstance(ckpt, dict) or ckpt.get("kind") != CHECKPOINT_KIND:
         raise ConfigError(f"{ckpt_path} is not an NMT checkpoint (this command reads runs of cn3 nmt train)")
     cfg = config_from_dict(upgrade_nmt_config(ckpt["config"], ckpt.get("cn3_version")))
@@ -267,7 +267,7 @@ def _train(cfg: NMTConfig, run: RunDir, config_dict: dict, world: World, resume:
         raise ConfigError(f"no training pair is within data.max_len={cfg.data.max_len} subwords")
     task = TranslationTask(cfg, tok, train_data, val_data, val_pairs, device)
     processes = f" × {world.size} processes" if world.active else ""
-    state = start(task, run, resume, device,
+    state = start(task, run, resume,
                   f"nmt/{cfg.model.encoder} on {_corpus_name(cfg)} ({len(train_data):,} pairs, {train_data.skipped:,} "
                   f"skipped by length; {len(val_pairs):,} dev pairs; vocabulary {tok.src_vocab:,}/{tok.tgt_vocab:,}; "
                   f"{task.model.n_parameters():,} parameters; device {device}{processes})", world)
