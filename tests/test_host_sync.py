@@ -69,7 +69,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(autouse=True)
 def no_display_refresh(monkeypatch):
     """Without a terminal the progress display re-reads the loss at the pace of its plain lines
-    (cn3.loop.display_seconds); keep those out of these short runs, so every read counted is the
+    (cn3.loop.loss_due); keep those out of these short runs, so every read counted is the
     loop's own."""
     monkeypatch.setattr("data_prep.console.LOG_INTERVAL", math.inf)
 
