@@ -394,3 +394,90 @@ def test_load_predictions_checks_the_item_count_and_tags(tmp_path):
     tagged = write_run(tmp_path / "tagged", "test", TAGS_GOLD, [t[:-1] for t in TAGS_A], "span_f1", "BIOES")
     with pytest.raises(ConfigError, match="line 1: 4 gold tags but 3 predicted"):
         load_predictions(tagged, "test")
+
+
+# ---------------------------------------------------------------- what a comparison could detect
+
+
+def test_t_test_power_is_the_textbook_figure():
+    """R's power.t.test(n = 64, delta = 0.5, sd = 1) gives 0.8014596 (Cohen 1988: 64 a side for d = 0.5)."""
+    from cn3.stats import t_test_power
+
+    assert t_test_power(0.5, 1.0, 64, 64) == pytest.approx(0.8014596, abs=1e-6)
+    assert t_test_power(0.0, 1.0, 5, 5) == pytest.approx(0.05, abs=1e-9)  # no difference: the level
+
+
+def test_welch_power_agrees_with_brute_force_simulation():
+    """Welch's test with 2-6 runs a side, equal and unequal sides: the quadrature against 100,000
+    simulated experiments of scipy's own Welch test; with many runs it is the pooled test's power."""
+    from scipy import stats
+
+    from cn3.stats import detectable_welch, t_test_power, welch_power
+
+    rng = np.random.default_rng(0)
+    for n_a, n_b, delta in ((2, 2, 6.0), (3, 3, 3.0), (2, 4, 2.0), (6, 6, 1.8)):
+        a, b = rng.normal(delta, 1.0, (100_000, n_a)), rng.normal(0.0, 1.0, (100_000, n_b))
+        simulated = (stats.ttest_ind(a, b, axis=1, equal_var=False).pvalue < 0.05).mean()
+        assert welch_power(delta, 1.0, n_a, n_b) == pytest.approx(simulated, abs=0.005)
+    assert welch_power(0.5, 1.0, 64, 64) == pytest.approx(t_test_power(0.5, 1.0, 64, 64), abs=0.001)
+    # the detectable difference: power 0.8 there, scaling with the spread
+    d = detectable_welch(0.7, 3, 3)
+    assert welch_power(d, 0.7, 3, 3) == pytest.approx(0.8, abs=1e-6)
+    assert d == pytest.approx(0.7 * detectable_welch(1.0, 3, 3), rel=1e-6)
+    assert detectable_welch(1.0, 2, 2) > detectable_welch(1.0, 3, 3) > detectable_welch(1.0, 6, 6) > 1.0
+    assert detectable_welch(None, 3, 3) is None and detectable_welch(0.0, 3, 3) is None
+    assert detectable_welch(1.0, 1, 3) is None
+
+
+def test_detectable_across_seeds_pools_the_two_spreads():
+    from cn3.stats import detectable_across_seeds, detectable_welch, pooled_std
+
+    a, b = [1.0, 2.0, 3.0], [2.0, 2.0, 2.0, 6.0]  # variances 1 and 4
+    assert pooled_std(a, b) == pytest.approx(np.sqrt((2 * 1 + 3 * 4) / 5))
+    assert detectable_across_seeds(a, b) == pytest.approx(detectable_welch(pooled_std(a, b), 3, 4))
+    assert pooled_std([1.0], b) is None and detectable_across_seeds([1.0], b) is None
+    assert detectable_across_seeds([2.0, 2.0], [3.0, 3.0]) is None  # no spread at all: nothing to say
+
+
+def test_detectable_paired_is_2_8_standard_errors_and_has_power_0_8():
+    """The normal approximation, and a simulation of paired items (A right or B right) at that difference."""
+    from scipy import stats
+
+    from cn3.stats import detectable_paired
+
+    d = np.array([1.0, -1.0] * 50)  # sd 1.005, n 100
+    assert detectable_paired(d) == pytest.approx((1.959964 + 0.841621) * d.std(ddof=1) / 10, rel=1e-6)
+    assert detectable_paired([1.0]) is None
+    # 400 items, each a difference of +100 (A right, B wrong), -100 or 0 points of accuracy
+    rng = np.random.default_rng(0)
+    p_plus, p_minus = 0.12, 0.08
+    sd = np.sqrt((p_plus + p_minus) - (p_plus - p_minus) ** 2) * 100
+    delta = detectable_paired(rng.choice([100.0, -100.0, 0.0], size=400, p=[p_plus, p_minus, 1 - p_plus - p_minus]))
+    assert delta == pytest.approx(2.801585 * sd / 20, rel=0.1)
+    # items whose expected difference is exactly the detectable one: rejected in about 80% of 4,000 trials
+    shift = 2.801585 * sd / 20 / 100
+    probs = [p_plus + shift / 2 - (p_plus - p_minus) / 2, p_minus - shift / 2 + (p_plus - p_minus) / 2]
+    trials = rng.choice([100.0, -100.0, 0.0], size=(4000, 400), p=[*probs, 1 - sum(probs)])
+    rejected = (stats.ttest_1samp(trials, 0.0, axis=1).pvalue < 0.05).mean()
+    assert rejected == pytest.approx(0.8, abs=0.03)
+
+
+def test_item_differences_are_exact_for_accuracy_and_give_the_bootstrap_spread_for_span_f1():
+    from cn3.stats import _SCORES, _counts, paired_differences
+
+    d = paired_differences(GOLD, PRED_A, PRED_B, "accuracy")
+    right_a = np.array([g == p for g, p in zip(GOLD, PRED_A)], dtype=float)
+    right_b = np.array([g == p for g, p in zip(GOLD, PRED_B)], dtype=float)
+    assert d - d.mean() == pytest.approx(100 * (right_a - right_b) - 100 * (right_a - right_b).mean(), abs=1e-6)
+    # span F1 on 300 sentences: the delta method's standard error against the bootstrap's
+    rng = np.random.default_rng(1)
+    pick = rng.integers(0, len(TAGS_GOLD), 300)
+    gold, a, b = ([tags[i] for i in pick] for tags in (TAGS_GOLD, TAGS_A, TAGS_B))
+    se = paired_differences(gold, a, b, "span_f1", tag_scheme="BIOES").std(ddof=1) / np.sqrt(300)
+    counts_a, counts_b = _counts("span_f1", "BIOES", gold, a), _counts("span_f1", "BIOES", gold, b)
+    rows = rng.integers(0, 300, (4000, 300))
+    boot = _SCORES["span_f1"](counts_a[rows].sum(axis=1)) - _SCORES["span_f1"](counts_b[rows].sum(axis=1))
+    assert se == pytest.approx(boot.std(), rel=0.1)
+    # BLEU: sacreBLEU's sentence statistics, the same way
+    bleu_d = paired_differences(REFS * 20, HYPS_A * 20, HYPS_B * 20, "bleu")
+    assert bleu_d.shape == (len(REFS) * 20,) and np.isfinite(bleu_d).all() and bleu_d.std() > 0
