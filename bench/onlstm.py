@@ -7,7 +7,7 @@
 recording into preallocated buffers, a backward written by hand (the gradient-independent factors
 for all steps at once, one weight-gradient product). ``old`` is the layer's previous forward, kept
 here verbatim as :class:`StepLoopONLSTM` (the same parameters and :meth:`ONLSTM.cell`, the step loop
-under autograd; the layer keeps an equivalent loop, ``ONLSTM._step_loop``, for ``torch.autocast``).
+under autograd; the layer keeps an equivalent loop, ``ONLSTM._step_loop``, as the tests' reference).
 Both get the same weights and inputs; before timing, their outputs and gradients are compared.
 
 Each step (forward + backward by default; ``--forward-only`` adds forward only) runs ``--warmup``

@@ -1,6 +1,6 @@
 """ON-LSTM (Shen et al., 2019): cumax, master-gate order, a step-by-step reference, padding; the scan
 with its hand-written backward against the previous step loop (literal values), against the step
-loop under autograd that the layer keeps for autocast, and against finite differences."""
+loop under autograd that the layer keeps as the reference, and against finite differences."""
 
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def test_inference_and_training_forward_agree():
     torch.testing.assert_close(c_eval, c.detach(), rtol=0, atol=0)
 
 
-def test_autocast_runs_the_step_loop_close_to_fp32():
+def test_autocast_runs_close_to_fp32():
     torch.manual_seed(9)
     layer = ONLSTM(16, 16, chunk_size=4)
     x = torch.randn(3, 6, 16, requires_grad=True)

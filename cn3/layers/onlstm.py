@@ -15,12 +15,32 @@ The master gates are chunked: they have ``hidden / chunk_size`` units, each shar
 ``chunk_size`` neurons. Input projections of all time steps are computed in one matrix product;
 only the recurrent product runs per step, in ``_ONLSTMScan``: a step loop that records nothing for
 autograd, with a hand-written backward (``bench/onlstm.py`` races it against the step loop under
-autograd, which still runs under ``torch.autocast``). Padding (``mask`` False) keeps the state
-unchanged and gives zero output, so a sentence's outputs do not depend on how much padding follows it.
+autograd). Padding (``mask`` False) keeps the state unchanged and gives zero output, so a sentence's
+outputs do not depend on how much padding follows it.
 ``bidirectional`` runs a second layer over each sentence reversed within its own length.
+
+Mixed precision (issue 31): under ``torch.autocast`` the input projection (one product over all
+steps, where low precision pays) runs in the autocast dtype and the recurrence runs in the scan in
+the parameters' dtype (fp32), autocast off. Before, autocast sent the layer to the step loop under
+autograd, which made bf16 0.39-0.45x fp32 on an H100 (casts around some 20 small operations per
+step) and rounded the cell state to bf16 at every step.
+
+Fused steps on CUDA (issue 31): at NMT sizes the scan is bound by kernel launches (about 13 small
+kernels per step forward, 10 backward; cuDNN's LSTM runs the whole recurrence in a few). With
+``CN3_ONLSTM_COMPILE`` (environment) or :data:`COMPILE_STEPS` at ``auto`` (the default: CUDA with
+Triton installed) or ``always``, one step's arithmetic, the recurrent product included, runs as one
+``torch.compile``-d function forward (:func:`_step_forward`) and one backward
+(:func:`_step_backward`), a couple of fused kernels each, compiled once for all shapes
+(``dynamic=True``). The results equal the plain scan's up to rounding. ``never`` or any failure to
+compile (no Triton, no C compiler: a warning, once) falls back to the plain scan, which the CPU
+always runs (its kernels are not launch-bound and it is the faster there).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
 
 import torch
 from torch import Tensor, nn
@@ -114,6 +134,143 @@ def _backward_steps(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, d_pre: T
     return dh_rec, dc
 
 
+#: ``auto`` (CUDA with Triton), ``always`` or ``never``: when the scan runs its steps through
+#: ``torch.compile`` (module docstring); the environment's ``CN3_ONLSTM_COMPILE`` sets it at import.
+COMPILE_STEPS = os.environ.get("CN3_ONLSTM_COMPILE", "auto")
+_compiled: dict[str, object] = {}  # "forward"/"backward" -> compiled step; "failed" -> the first error
+
+
+def _step_forward(pre: Tensor, step: int, h: Tensor, c: Tensor, wt: Tensor, keep: Tensor | None, nc: int):
+    """Step ``t`` of the recurrence as a pure function (the fused path; :func:`_forward_steps` is the
+    same arithmetic writing into buffers). ``pre (N, B, width)``, ``h, c (B, hidden)``,
+    ``wt (hidden, width)``, ``keep (N, B, 1)`` bool or None (None: step t has no padding). Whole
+    tensors and ``step = t + 2``, not the step's views: a compiled function specialises on the
+    values 0 and 1 of an integer (and of a view's storage offset), and the shift spares two extra
+    compilations. Returns the next ``h, c`` and what the backward reads: ``c^ (B, hidden)``, ``[f, i, o] (B, 3, hidden)``, ``[F, I] (B, 2, nc)``,
+    ``[f^, i^] (B, 2, nc, cs)``, ``tanh(c_t) (B, hidden)`` and the master softmax ``(B, 2, nc)``."""
+    b, hid = c.shape
+    cs, m2, t = hid // nc, 2 * nc, step - 2
+    gates = torch.addmm(pre[t], h, wt)  # W x_t + b + U h_{t-1}
+    p = torch.softmax(gates[:, :m2].view(b, 2, nc), -1)
+    cum = torch.cumsum(p, -1)
+    master = torch.stack([cum[:, 0], 1.0 - cum[:, 1]], 1)  # F = cumax, I = 1 - cumax
+    m = master.unsqueeze(-1)  # (B, 2, nc, 1)
+    overlap = m[:, :1] * m[:, 1:]  # w = F * I
+    s = torch.sigmoid(gates[:, m2:m2 + 3 * hid].view(b, 3, hid))  # f, i, o
+    cand = torch.tanh(gates[:, m2 + 3 * hid:])  # c^
+    hat = torch.addcmul(m - overlap, s[:, :2].view(b, 2, nc, cs), overlap)  # f w + (F - w), i w + (I - w)
+    c_new = torch.addcmul(hat[:, 0] * c.view(b, nc, cs), hat[:, 1], cand.view(b, nc, cs)).view(b, hid)
+    tc = torch.tanh(c_new)
+    h_new = s[:, 2] * tc  # h = o tanh(c)
+    if keep is not None:  # padding keeps the state
+        h_new, c_new = torch.where(keep[t], h_new, h), torch.where(keep[t], c_new, c)
+    return h_new, c_new, cand, s, master, hat, tc, p
+
+
+def _step_backward(step: int, d_hs: Tensor, dh_rec: Tensor, dc: Tensor, table: Tensor, d_o: Tensor, d_tc: Tensor,
+                   probs: Tensor, signed_probs: Tensor, tri: Tensor, weight: Tensor, keep: Tensor | None,
+                   d_master: Tensor | None):
+    """Step ``t`` of :func:`_backward_steps` as a pure function: from the gradients of the state after
+    step t (``dh_rec``, ``dc``; ``d_hs (N, B, hidden)`` the outputs') to ``(d pre_t (B, width),
+    d h_{t-1}, d c_{t-1})``; the factors (``(N, ...)``) are :meth:`_ONLSTMScan.backward`'s, whole
+    tensors and ``step = t + 2`` as in :func:`_step_forward`; ``keep (N, B, 1)`` or None,
+    ``d_master (N, B, nc)`` or None."""
+    b, hid = dc.shape
+    nc, t = probs.shape[-1], step - 2
+    cs = hid // nc
+    dh = d_hs[t] + dh_rec
+    table_t, d_o_t, d_tc_t, probs_t, signed_t = table[t], d_o[t], d_tc[t], probs[t], signed_probs[t]
+    if keep is not None:
+        keep_t = keep[t]  # a padded step passes the state's gradients on to the state before it
+        dh_real, dc_real = torch.where(keep_t, dh, 0.0), torch.where(keep_t, dc, 0.0)
+        carry_h, carry_c = dh - dh_real, dc - dc_real
+        dh, dc = dh_real, dc_real
+    dct = torch.addcmul(dc, dh, d_tc_t)  # d c_t
+    rows = dct.unsqueeze(1) * table_t  # (B, 7, hid): f, i, (o), c^, c_{t-1}, F and I per neuron
+    d_m = rows[:, 5:].reshape(b, 2, nc, cs).sum(-1)  # (B, 2, nc): d F, d I
+    if d_master is not None:
+        d_m = d_m + torch.stack([d_master[t], torch.zeros_like(d_master[t])], 1)
+    rp = torch.matmul(d_m, tri) * signed_t  # d p before the softmax's own backward
+    d_p = torch.addcmul(rp, probs_t, rp.sum(-1, keepdim=True), value=-1.0)
+    d_pre = torch.cat([d_p.reshape(b, 2 * nc), rows[:, 0], rows[:, 1], dh * d_o_t, rows[:, 3]], 1)
+    dh_prev, dc_prev = torch.mm(d_pre, weight), rows[:, 4].contiguous()  # contiguous: one stride, one compile
+    if keep is not None:
+        dh_prev, dc_prev = dh_prev + carry_h, dc_prev + carry_c
+    return d_pre, dh_prev, dc_prev
+
+
+def _use_compiled(device: torch.device) -> bool:
+    mode = COMPILE_STEPS
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"CN3_ONLSTM_COMPILE must be auto, always or never, got {mode!r}")
+    if mode == "never" or "failed" in _compiled:
+        return False
+    return mode == "always" or (device.type == "cuda" and importlib.util.find_spec("triton") is not None)
+
+
+def _step_fn(name: str):
+    """The compiled :func:`_step_forward` or :func:`_step_backward` (compiled on first use, for all
+    shapes: ``dynamic=True``)."""
+    fn = _compiled.get(name)
+    if fn is None:
+        fn = _compiled[name] = torch.compile(_step_forward if name == "forward" else _step_backward, dynamic=True)
+    return fn
+
+
+def _call_step(name: str, *args):
+    """The compiled step; on any error (compilation needs Triton and a C compiler) a warning, once,
+    and the plain function from then on."""
+    plain = _step_forward if name == "forward" else _step_backward
+    if "failed" not in _compiled:
+        try:
+            return _step_fn(name)(*args)
+        except Exception as error:  # noqa: BLE001 - any compiler failure means: run uncompiled
+            _compiled["failed"] = error
+            warnings.warn(f"ON-LSTM: torch.compile of the recurrence failed ({type(error).__name__}: {error}); "
+                          "running it uncompiled", RuntimeWarning, stacklevel=3)
+    return plain(*args)
+
+
+def _fused_forward(pre: Tensor, wt: Tensor, h0: Tensor, c0: Tensor, keep: Tensor | None, full: int, nc: int):
+    """The forward's step loop through :func:`_call_step`: the buffers of :func:`_forward_steps`
+    (``hs, cg, sig, master, hats, tanh_c``) and the master softmax, stacked once after the loop."""
+    n, b, _ = pre.shape
+    hid = wt.shape[0]
+    # Every step takes the masked variant (a real step's where() picks the new state; fused, it
+    # costs nothing) and contiguous inputs: one compiled variant for all steps and shapes.
+    keep_cols = (pre.new_ones(n, b, 1, dtype=torch.bool) if keep is None else keep.t().unsqueeze(-1).contiguous())
+    pre, h, c = pre.contiguous(), h0.contiguous(), c0.contiguous()
+    steps = []
+    for t in range(n):
+        out = _call_step("forward", pre, t + 2, h, c, wt, keep_cols, nc)
+        h, c = out[0], out[1]
+        steps.append(out)
+    hs_, cs_, cands, sig, master, hats, tanh_c, probs = (list(z) for z in zip(*steps))
+    cg = pre.new_empty(n + 1, b, 2, hid)
+    cg[:, :, 0] = torch.stack([c0] + cs_)  # c_{t-1} at t, the last cell at n
+    cg[:n, :, 1] = torch.stack(cands)
+    return (torch.stack(hs_, 1), cg, torch.stack(sig), torch.stack(master), torch.stack(hats),
+            torch.stack(tanh_c), torch.stack(probs))
+
+
+def _fused_backward(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, table: Tensor, d_o: Tensor, d_tc: Tensor,
+                    probs: Tensor, signed_probs: Tensor, tri: Tensor, weight: Tensor, keep: Tensor | None,
+                    full: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward's step loop through :func:`_call_step`: ``(d pre (N, B, width), d h0, d c0)``."""
+    n, b = d_hs.shape[1], d_hs.shape[0]
+    keep_cols = (d_hs.new_ones(n, b, 1, dtype=torch.bool) if keep is None
+                 else keep.t().unsqueeze(-1).contiguous())  # as in _fused_forward
+    d_hs, dc = d_hs.transpose(0, 1).contiguous(), d_c.contiguous()  # time first, like the factors
+    d_master = None if d_master is None else d_master.transpose(0, 1).contiguous()
+    dh_rec = torch.zeros_like(dc)
+    rows = []
+    for t in range(n - 1, -1, -1):
+        row, dh_rec, dc = _call_step("backward", t + 2, d_hs, dh_rec, dc, table, d_o, d_tc, probs, signed_probs,
+                                     tri, weight, keep_cols, d_master)
+        rows.append(row)
+    return torch.stack(rows[::-1]), dh_rec, dc
+
+
 class _ONLSTMScan(torch.autograd.Function):
     """The recurrence of one ON-LSTM layer over all time steps, with a hand-written backward.
 
@@ -141,14 +298,18 @@ class _ONLSTMScan(torch.autograd.Function):
         n, b, _ = pre.shape
         nc, hid = n_chunks, weight.shape[1]
         wt = weight.t().contiguous()
-        hs = pre.new_empty(b, n, hid)  # the states; a real step's state is its output
-        cg = pre.new_empty(n + 1, b, 2, hid)  # [c_{t-1}, c^_t] at t; the last cell at [n, :, 0]
-        cg[0, :, 0] = c0
-        sig = pre.new_empty(n, b, 3, hid)  # f, i, o
-        master = pre.new_empty(n, b, 2, nc)  # F, I
-        hats = pre.new_empty(n, b, 2, nc, hid // nc)  # f^, i^
-        tanh_c = pre.new_empty(n, b, hid)
-        probs = _forward_steps(pre, wt, h0, hs, cg, sig, master, hats, tanh_c, keep, full, nc)
+        ctx.fused = _use_compiled(pre.device)
+        if ctx.fused:
+            hs, cg, sig, master, hats, tanh_c, probs = _fused_forward(pre, wt, h0, c0, keep, full, nc)
+        else:
+            hs = pre.new_empty(b, n, hid)  # the states; a real step's state is its output
+            cg = pre.new_empty(n + 1, b, 2, hid)  # [c_{t-1}, c^_t] at t; the last cell at [n, :, 0]
+            cg[0, :, 0] = c0
+            sig = pre.new_empty(n, b, 3, hid)  # f, i, o
+            master = pre.new_empty(n, b, 2, nc)  # F, I
+            hats = pre.new_empty(n, b, 2, nc, hid // nc)  # f^, i^
+            tanh_c = pre.new_empty(n, b, hid)
+            probs = _forward_steps(pre, wt, h0, hs, cg, sig, master, hats, tanh_c, keep, full, nc)
         ctx.save_for_backward(weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs)
         ctx.full, ctx.n_chunks = full, nc
         masters = master[:, :, 0].transpose(0, 1).contiguous() if return_master else pre.new_empty(0)
@@ -188,10 +349,15 @@ class _ONLSTMScan(torch.autograd.Function):
         # F = cumsum(p_F), I = 1 - cumsum(p_I): the reverse cumsum is a product with a triangle
         signed_probs = probs * probs.new_tensor([[1.0], [-1.0]])
         tri = torch.ones(nc, nc, dtype=hs.dtype, device=hs.device).tril()
-        d_pre = hs.new_empty(n, b, width + 3 * hid)  # the gates' inputs, then d c_{t-1}, d F, d I
-        dh_rec, dc = _backward_steps(d_hs, d_c, d_master if d_master.numel() else None, d_pre, table, d_o, d_tc,
-                                     probs, signed_probs, tri, weight, keep, full, nc)
-        d_pre = d_pre[:, :, :width]
+        d_master = d_master if d_master.numel() else None
+        if ctx.fused and "failed" not in _compiled:
+            d_pre, dh_rec, dc = _fused_backward(d_hs, d_c, d_master, table, d_o, d_tc, probs, signed_probs, tri,
+                                                weight, keep, full)
+        else:
+            d_pre = hs.new_empty(n, b, width + 3 * hid)  # the gates' inputs, then d c_{t-1}, d F, d I
+            dh_rec, dc = _backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed_probs, tri,
+                                         weight, keep, full, nc)
+            d_pre = d_pre[:, :, :width]
         d_weight = None
         if ctx.needs_input_grad[1]:
             h_prev = torch.cat([h0.unsqueeze(0), hs[:, :-1].transpose(0, 1)], 0)  # (N, B, hid)
@@ -218,9 +384,9 @@ class ONLSTM(nn.Module):
 
     Gate layout of the projections: ``[F (n_chunks), I (n_chunks), f, i, o, c^ (hidden each)]``.
 
-    The recurrence runs in :class:`_ONLSTMScan` (hand-written backward); under ``torch.autocast``
-    it runs as a plain step loop under autograd instead (:meth:`cell`), which keeps autocast's
-    per-operation dtypes (bf16/fp16 products and gates, fp32 state).
+    The recurrence runs in :class:`_ONLSTMScan` (hand-written backward), under ``torch.autocast``
+    too, in the parameters' dtype (module docstring); :meth:`_step_loop` is the same recurrence under
+    autograd (:meth:`cell` per step), kept as the tests' reference.
     """
 
     def __init__(self, input_size: int, hidden: int, chunk_size: int = 8):
@@ -275,17 +441,22 @@ class ONLSTM(nn.Module):
         else:
             h, c = state
         keep, full = padding_start(mask, n, x.device)
-        if n and not torch.is_autocast_enabled(x.device.type):
-            pre = self.ih(x.transpose(0, 1))  # (N, B, width): every input projection at once
-            hs, c, masters = _ONLSTMScan.apply(pre, self.hh.weight, h, c, keep if full < n else None, full,
-                                               self.n_chunks, return_master)
+        if n:
+            pre = self.ih(x.transpose(0, 1))  # (N, B, width): every input projection at once (autocast's dtype)
+            weight = self.hh.weight
+            # The recurrence in the parameters' dtype, autocast off: a no-op in fp32; under autocast it
+            # keeps the state in fp32 and runs the scan instead of ~20 cast-wrapped operations per step.
+            with torch.autocast(x.device.type, enabled=False):
+                hs, c, masters = _ONLSTMScan.apply(pre.to(weight.dtype), weight, h.to(weight.dtype),
+                                                   c.to(weight.dtype), keep if full < n else None, full,
+                                                   self.n_chunks, return_master)
             out = hs if full == n else hs.masked_fill(~keep.unsqueeze(-1), 0.0)
             state = (hs[:, -1].contiguous(), c)
             return (out, state, masters) if return_master else (out, state)
-        return self._step_loop(x, keep, full, h, c, return_master)
+        return self._step_loop(x, keep, full, h, c, return_master)  # no steps: empty outputs
 
     def _step_loop(self, x: Tensor, keep: Tensor | None, full: int, h: Tensor, c: Tensor, return_master: bool):
-        """The recurrence as a step loop under autograd (used under autocast)."""
+        """The recurrence as a step loop under autograd: the reference the scan is tested against."""
         b, n, _ = x.shape
         pre = self.ih(x).transpose(0, 1).contiguous()  # (N, B, width): every input projection at once
         step_mask = None if keep is None else keep.transpose(0, 1).unsqueeze(-1)  # (N, B, 1)
