@@ -652,8 +652,8 @@ def detectable_paired(differences: Sequence[float], *, alpha: float = ALPHA, pow
 def _linearized(counts: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Per item, its first-order (delta-method) contribution to ``score(counts.sum(axis=0))``:
     ``n * grad(score)(S) . x_i`` with ``S`` the summed counts, the gradient by central differences.
-    For a score that is a ratio of sums (accuracy, span F1, BLEU: unchanged when every count is scaled)
-    these average to the score, and for accuracy they are exactly 100 * (right or not)."""
+    For a score that is unchanged when every count is scaled (accuracy, span F1, BLEU) they average
+    to 0, and for accuracy they are exactly 100 * (right or not) less the accuracy."""
     total = counts.sum(axis=0)
     steps = 1e-4 * np.maximum(np.abs(total), 1.0)
     shifted = np.concatenate([total + np.diag(steps), total - np.diag(steps)])
@@ -670,6 +670,17 @@ def item_differences(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable
     return _linearized(np.asarray(counts_a, dtype=float), score) - _linearized(np.asarray(counts_b, dtype=float), score)
 
 
+def _smooth_bleu(sums: np.ndarray) -> np.ndarray:
+    """Corpus BLEU (points) from summed sacreBLEU statistics ``(sys_len, ref_len, correct_1..4,
+    total_1..4)`` along the last axis, as a smooth function of every count: sacreBLEU's own
+    (``BLEU._compute_score_from_stats``) casts the lengths to int, which a numerical gradient cannot
+    differentiate. Equal to sacreBLEU's score when every n-gram order has a match (any corpus)."""
+    sys_len, ref_len = sums[..., 0], sums[..., 1]
+    log_precision = np.log(sums[..., 2:6] / sums[..., 6:10]).mean(axis=-1)
+    brevity = np.where(sys_len < ref_len, 1 - ref_len / sys_len, 0.0)
+    return 100 * np.exp(log_precision + brevity)
+
+
 def paired_differences(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metric: str, *,
                        tag_scheme: str | None = None) -> np.ndarray:
     """:func:`item_differences` of two systems' predictions, counted as :func:`paired_test` (or, for
@@ -682,11 +693,7 @@ def paired_differences(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metri
         counts_a = np.array(bleu._extract_corpus_statistics(list(pred_a), refs), dtype=float)
         counts_b = np.array(bleu._extract_corpus_statistics(list(pred_b), refs), dtype=float)
 
-        def score(sums: np.ndarray) -> np.ndarray:
-            flat = sums.reshape(-1, sums.shape[-1])
-            return np.array([bleu._compute_score_from_stats(list(row)).score for row in flat]).reshape(sums.shape[:-1])
-
-        return item_differences(counts_a, counts_b, score)
+        return item_differences(counts_a, counts_b, _smooth_bleu)
     if metric not in _SCORES:
         raise ValueError(f"no per-item differences for metric {metric!r}")
     return item_differences(_counts(metric, tag_scheme, gold, pred_a), _counts(metric, tag_scheme, gold, pred_b),

@@ -481,3 +481,14 @@ def test_item_differences_are_exact_for_accuracy_and_give_the_bootstrap_spread_f
     # BLEU: sacreBLEU's sentence statistics, the same way
     bleu_d = paired_differences(REFS * 20, HYPS_A * 20, HYPS_B * 20, "bleu")
     assert bleu_d.shape == (len(REFS) * 20,) and np.isfinite(bleu_d).all() and bleu_d.std() > 0
+
+
+def test_the_smooth_bleu_of_the_per_item_differences_is_sacrebleus():
+    from sacrebleu.metrics import BLEU
+
+    from cn3.stats import _smooth_bleu, paired_differences
+
+    bleu = BLEU()
+    stats_ = np.array(bleu._extract_corpus_statistics(HYPS_A * 20, [REFS * 20]), dtype=float).sum(axis=0)
+    assert _smooth_bleu(stats_) == pytest.approx(bleu._compute_score_from_stats(list(stats_)).score, rel=1e-9)
+    assert paired_differences(REFS * 20, HYPS_A * 20, HYPS_B * 20, "bleu").mean() == pytest.approx(0.0, abs=1e-3)
