@@ -1,0 +1,250 @@
+"""NMT encoder layers on a GPU (issue 31, points 4 and 5): hybrid against Transformer, ON-LSTM against
+cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one process.
+
+    python3 bench/gpu_nmt_layers.py --json OUT/gpu_nmt_layers.json    # on a CUDA machine, < 90 s on an H100
+    .venv/bin/python bench/gpu_nmt_layers.py --quick                    # tiny sizes on the CPU (a smoke test)
+
+1. The hybrid encoder layer (:class:`cn3.layers.transformer.EncoderLayer` around
+   :class:`cn3.layers.hybrid_attention.HybridSelfAttention`, gate mode, window 1) against the
+   Transformer encoder layer (the same layer around :class:`cn3.layers.transformer.MultiHeadAttention`),
+   pre-norm, feed-forward 4d, dropout and attention dropout 0.1, training mode, a padding mask with
+   lengths in ``[N/2, N]``, at ``B x N x d`` = 64x25x256 (4 heads), 32x50x512, 8x200x512, 128x30x512
+   (8 heads). Target (issue 31): hybrid / Transformer <= 1.10. The hybrid layer runs its default
+   (on CUDA the SDPA path) and, as ``hybrid-weights``, the weights path (``sdpa="never"``), the one
+   the CPU runs, so that the gain of the SDPA path is measured beside it.
+2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against
+   ``torch.nn.LSTM`` of the same width (cuDNN on CUDA), full rows, at 64x25x256 and 32x50x512. Target:
+   ON-LSTM / LSTM <= 3. ``onlstm`` is the default (on CUDA with Triton, the ``torch.compile``-d steps),
+   ``onlstm-plain`` the scan without compilation (``CN3_ONLSTM_COMPILE=never``). The first calls of the
+   compiled steps compile them; that time is reported as ``compile_s`` and is not in the medians.
+
+Every module runs in fp32 and under ``torch.autocast(device, bfloat16)`` (the forward inside, the
+backward following, as ``train.precision=bf16`` does). Timing: ``--warmup`` calls, then the modules of
+one comparison alternate for ``--repeats`` rounds; each call (zero grads, forward, ``sum().backward()``)
+is timed by CUDA events on the GPU (``time.perf_counter`` after a synchronisation on the CPU); the
+medians and their ratio are printed, with ``bf16/fp32`` per module (< 1: bf16 is faster). ``--json``
+writes every row, the device's name and the targets' verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cn3.layers.onlstm as onlstm  # noqa: E402
+from cn3.attention import padding_mask  # noqa: E402
+from cn3.layers.hybrid_attention import HybridSelfAttention  # noqa: E402
+from cn3.layers.onlstm import ONLSTM  # noqa: E402
+from cn3.layers.transformer import EncoderLayer, MultiHeadAttention  # noqa: E402
+
+ATTENTION_SHAPES = [(64, 25, 256, 4), (32, 50, 512, 8), (8, 200, 512, 8), (128, 30, 512, 8)]
+RNN_SHAPES = [(64, 25, 256), (32, 50, 512)]
+QUICK_ATTENTION_SHAPES = [(4, 7, 32, 4), (2, 12, 32, 4)]
+QUICK_RNN_SHAPES = [(4, 6, 32)]
+HYBRID_TARGET, ONLSTM_TARGET = 1.10, 3.0
+
+
+class Timer:
+    """Seconds of one call: CUDA events on a GPU (the GPU's time of the queued work, waited for),
+    ``perf_counter`` on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __call__(self, fn) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        begin = time.perf_counter()
+        fn()
+        return time.perf_counter() - begin
+
+
+def train_step(module: nn.Module, inputs: tuple, bf16: bool, device: torch.device):
+    """Zero grads, forward (under bf16 autocast when asked), ``sum().backward()``."""
+    def run():
+        module.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            out = module(*inputs)
+        out = out[0] if isinstance(out, tuple) else out
+        out.float().sum().backward()
+    return run
+
+
+def race(fns: dict, warmup: int, repeats: int, timer: Timer) -> dict[str, float]:
+    """Median seconds of each function, the functions alternating round by round."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(timer(fn))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+class Plain(nn.Module):
+    """Runs ``module`` with ON-LSTM's compiled steps switched off (``onlstm-plain``)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args):
+        saved, onlstm.COMPILE_STEPS = onlstm.COMPILE_STEPS, "never"
+        try:
+            return self.module(*args)
+        finally:
+            onlstm.COMPILE_STEPS = saved
+
+
+def encoder_layer(attn: nn.Module, d: int) -> EncoderLayer:
+    return EncoderLayer(attn, d, 4 * d, 0.1, norm="pre")
+
+
+def bench_attention(shapes, device, args, timer) -> list[dict]:
+    rows = []
+    for b, n, d, h in shapes:
+        torch.manual_seed(0)
+        x = torch.randn(b, n, d, device=device)
+        lengths = torch.randint(max(1, n // 2), n + 1, (b,), device=device)
+        lengths[0] = n
+        mask = padding_mask(lengths, n)
+        weights_path = HybridSelfAttention(d, h, 0.1, window=1, mode="hybrid")
+        weights_path.sdpa = "never"
+        layers = {"transformer": encoder_layer(MultiHeadAttention(d, h, 0.1), d),
+                  "hybrid": encoder_layer(HybridSelfAttention(d, h, 0.1, window=1, mode="hybrid"), d),
+                  "hybrid-weights": encoder_layer(weights_path, d)}
+        layers = {k: m.to(device).train() for k, m in layers.items()}
+        ms = {}
+        for precision in ("fp32", "bf16"):
+            times = race({k: train_step(m, (x, mask), precision == "bf16", device) for k, m in layers.items()},
+                         args.warmup, args.repeats, timer)
+            ms[precision] = {k: t * 1e3 for k, t in times.items()}
+        for precision in ("fp32", "bf16"):
+            t = ms[precision]
+            rows.append({"part": "attention", "shape": f"{b}x{n}x{d}", "heads": h, "precision": precision,
+                         **{f"{k}_ms": v for k, v in t.items()},
+                         "hybrid/transformer": t["hybrid"] / t["transformer"],
+                         "hybrid-weights/transformer": t["hybrid-weights"] / t["transformer"],
+                         **({f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in t} if precision == "bf16"
+                            else {})})
+    return rows
+
+
+def bench_rnn(shapes, device, args, timer) -> list[dict]:
+    rows = []
+    for b, n, d in shapes:
+        torch.manual_seed(0)
+        x = torch.randn(b, n, d, device=device, requires_grad=True)
+        mask = torch.ones(b, n, dtype=torch.bool, device=device)
+        modules = {"lstm": nn.LSTM(d, d, batch_first=True), "onlstm": ONLSTM(d, d, chunk_size=8)}
+        modules["onlstm-plain"] = Plain(modules["onlstm"])
+        modules = {k: m.to(device).train() for k, m in modules.items()}
+        inputs = {"lstm": (x,), "onlstm": (x, mask), "onlstm-plain": (x, mask)}
+        # the compiled steps' first calls compile them (once per process): timed apart
+        begin = time.perf_counter()
+        for bf16 in (False, True):
+            train_step(modules["onlstm"], inputs["onlstm"], bf16, device)()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - begin
+        ms = {}
+        for precision in ("fp32", "bf16"):
+            times = race({k: train_step(m, inputs[k], precision == "bf16", device) for k, m in modules.items()},
+                         args.warmup, args.repeats, timer)
+            ms[precision] = {k: t * 1e3 for k, t in times.items()}
+        for precision in ("fp32", "bf16"):
+            t = ms[precision]
+            rows.append({"part": "rnn", "shape": f"{b}x{n}x{d}", "precision": precision,
+                         **{f"{k}_ms": v for k, v in t.items()},
+                         "onlstm/lstm": t["onlstm"] / t["lstm"], "onlstm-plain/lstm": t["onlstm-plain"] / t["lstm"],
+                         "compiled_steps": onlstm._use_compiled(device), "compile_s": compile_s,
+                         **({f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in t} if precision == "bf16"
+                            else {})})
+    return rows
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU: {name}, {torch.get_num_threads()} thread(s)"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes on the CPU, few repeats (a smoke test)")
+    parser.add_argument("--device", default=None, help="default: cuda when available (cpu with --quick)")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write the summary here")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device or ("cpu" if args.quick or not torch.cuda.is_available() else "cuda"))
+    args.repeats = args.repeats or (3 if args.quick else 25)
+    args.warmup = args.warmup or (1 if args.quick else 5)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (torch's default), stated here
+    timer = Timer(device)
+    began = time.perf_counter()
+    name = device_name(device)
+    print(f"{name}; torch {torch.__version__}; {args.repeats} rounds after {args.warmup} warm-up calls; "
+          f"forward + backward, median ms")
+    attention = bench_attention(QUICK_ATTENTION_SHAPES if args.quick else ATTENTION_SHAPES, device, args, timer)
+    print(f"\nencoder layer (pre-norm, ff 4d, dropout 0.1, training): hybrid / Transformer, target <= {HYBRID_TARGET}")
+    for r in attention:
+        print(f"  {r['shape']:<11} {r['precision']}  Transformer {r['transformer_ms']:7.3f}  hybrid "
+              f"{r['hybrid_ms']:7.3f} ({r['hybrid/transformer']:.2f}x)  weights path {r['hybrid-weights_ms']:7.3f} "
+              f"({r['hybrid-weights/transformer']:.2f}x)"
+              + (f"  bf16/fp32: T {r['bf16/fp32 transformer']:.2f} H {r['bf16/fp32 hybrid']:.2f}"
+                 if r["precision"] == "bf16" else ""))
+    rnn = bench_rnn(QUICK_RNN_SHAPES if args.quick else RNN_SHAPES, device, args, timer)
+    print(f"\nrecurrent layer (full rows): ON-LSTM / nn.LSTM, target <= {ONLSTM_TARGET}")
+    for r in rnn:
+        print(f"  {r['shape']:<11} {r['precision']}  LSTM {r['lstm_ms']:7.3f}  ON-LSTM {r['onlstm_ms']:7.3f} "
+              f"({r['onlstm/lstm']:.2f}x, compiled steps: {r['compiled_steps']}, first calls {r['compile_s']:.1f} s)"
+              f"  plain scan {r['onlstm-plain_ms']:7.3f} ({r['onlstm-plain/lstm']:.2f}x)"
+              + (f"  bf16/fp32: LSTM {r['bf16/fp32 lstm']:.2f} ON-LSTM {r['bf16/fp32 onlstm']:.2f}"
+                 if r["precision"] == "bf16" else ""))
+    fp32 = [r for r in attention + rnn if r["precision"] == "fp32"]
+    summary = {
+        "device": name, "torch": torch.__version__, "quick": args.quick, "repeats": args.repeats,
+        "warmup": args.warmup, "rows": attention + rnn,
+        "targets": {
+            "hybrid/transformer <= 1.10 (fp32)": all(r["hybrid/transformer"] <= HYBRID_TARGET
+                                                     for r in fp32 if r["part"] == "attention"),
+            "onlstm/lstm <= 3 (fp32)": all(r["onlstm/lstm"] <= ONLSTM_TARGET for r in fp32 if r["part"] == "rnn"),
+        },
+    }
+    summary["wall_s"] = time.perf_counter() - began
+    print(f"\ntargets: {summary['targets']}; {summary['wall_s']:.1f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
