@@ -258,8 +258,9 @@ class HybridSelfAttention(MultiHeadAttention):
         ``out (B, N, d)`` and ``info["gate"] (B, G, N)``.
         """
         band, diagonal = band_self_masks(x.shape[1], m, x.device)
-        q = self.query(x)  # pre-scaled by 1 / sqrt(d_k): SDPA's own scale is 1
+        q = self.split(self.q_proj(x))  # unscaled: SDPA applies 1 / sqrt(d_k) inside its kernel (one kernel less)
         k, v = self.keys_values(x)
+        scale = self.d_head ** -0.5
         if mask is None:
             glob_mask, local_mask = None, band
         else:
@@ -267,8 +268,8 @@ class HybridSelfAttention(MultiHeadAttention):
             glob_mask = keys | diagonal  # (B, 1, N, N); a padded query may see itself: no empty row
             local_mask = (keys & band) | diagonal  # eq. 3's window over real keys, plus the same guard
         p = self.dropout if self.training else 0.0  # two independent draws (module docstring)
-        glob = F.scaled_dot_product_attention(q, k, v, glob_mask, p, scale=1.0)  # Att(xi_i, V)
-        local = F.scaled_dot_product_attention(q, k, v, local_mask, p, scale=1.0)  # Att(B(xi_i), V)
+        glob = F.scaled_dot_product_attention(q, k, v, glob_mask, p, scale=scale)  # Att(xi_i, V)
+        local = F.scaled_dot_product_attention(q, k, v, local_mask, p, scale=scale)  # Att(B(xi_i), V)
         g = torch.sigmoid(self.gate(x).transpose(1, 2).unsqueeze(-1))  # (B, G, N, 1): weight of the local
         out = torch.lerp(glob, local, g.to(glob.dtype))  # (1 - g) Att(xi, V) + g Att(B(xi), V), eq. 5
         return self.out_proj(self.merge(out)), {"gate": g.squeeze(-1)}
