@@ -103,3 +103,16 @@ def test_sdpa_path_under_bf16_autocast_follows_float32():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = module(x, mask)[0]
     torch.testing.assert_close(out.float()[mask], ref[mask], atol=0.05, rtol=0.05)
+
+
+def test_auto_takes_sdpa_on_cuda_unless_deterministic():
+    from types import SimpleNamespace
+    module = HybridSelfAttention(D, H, 0.0, 1, "hybrid")
+    on_cuda = SimpleNamespace(is_cuda=True)
+    assert module._use_sdpa(on_cuda)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not module._use_sdpa(on_cuda)
+    finally:
+        torch.use_deterministic_algorithms(was)

@@ -67,8 +67,9 @@ empty (SDPA backends disagree on fully masked rows, and a NaN there would reach 
 through ``0 * NaN``); padded rows are masked as keys downstream and get zero gradient;
 (2) attention dropout draws two independent masks, one per distribution (SDPA draws its own), in
 expectation the same as the shared mask above. ``need_weights`` always takes the weights path.
-:attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (CUDA only, the default: on CPU the weights
-path is as fast and keeps the shared dropout mask the tests pin), ``"always"``, ``"never"``.
+:attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (the default: CUDA, unless
+``torch.use_deterministic_algorithms`` is on; on CPU the weights path is as fast and keeps the shared
+dropout mask the tests pin), ``"always"``, ``"never"``.
 """
 
 from __future__ import annotations
@@ -249,7 +250,10 @@ class HybridSelfAttention(MultiHeadAttention):
     def _use_sdpa(self, x: Tensor) -> bool:
         if self.sdpa not in ("auto", "always", "never"):
             raise ValueError(f"sdpa must be auto, always or never, got {self.sdpa!r}")
-        return self.sdpa == "always" or (self.sdpa == "auto" and x.is_cuda)
+        # "auto" leaves deterministic runs on the weights path: its scatter_add_ has a deterministic
+        # CUDA implementation, whereas SDPA's fused backward kernels need not be run to run exact
+        return self.sdpa == "always" or (self.sdpa == "auto" and x.is_cuda
+                                         and not torch.are_deterministic_algorithms_enabled())
 
     def _sdpa_hybrid(self, x: Tensor, mask: Tensor | None, m: int) -> tuple[Tensor, dict]:
         """``hybrid`` mode as two fused attentions and a lerp (the module docstring's SDPA path).
