@@ -1,5 +1,5 @@
-"""``python -m cli``: the ``cn3`` command without its console script (`cn3 experiment run` starts
-its cells this way, with the interpreter that runs it)."""
+"""``python -m cli``: the ``cn3`` command without its console script (``torchrun -m cli``, and tests
+that run the command as a process, start it this way)."""
 
 from cli.main import app
 

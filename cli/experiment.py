@@ -28,6 +28,12 @@ ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=
              "tasks and variants always belong: the seed cells need them.")
 
 
+class LauncherName(str, Enum):
+    local = "local"
+    ray = "ray"
+    slurm = "slurm"
+
+
 class Format(str, Enum):
     md = "md"
     csv = "csv"
@@ -62,6 +68,43 @@ def _cells(spec_name: str, budget: str | None, out: Path, only: list[str] | None
     return spec, cells
 
 
+def parse_slurm_options(values: list[str] | None) -> dict[str, str]:
+    """``["account=proj", "mem=16G"]`` -> ``{"account": "proj", "mem": "16G"}`` (sbatch's ``--account=proj --mem=16G``)."""
+    options = {}
+    for text in values or []:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--slurm-option {text!r}: expected key=value, e.g. account=myproject")
+        options[key.strip().removeprefix("--")] = value.strip()
+    return options
+
+
+def make_launcher(launcher: LauncherName, grid: Path, address: str | None, cpus: float | None,
+                  gpus: float | None, partition: str | None, time_min: int | None, slurm_options: list[str] | None,
+                  threads: int | None):
+    """The launcher ``run`` starts cells with; an option meant for another launcher is an error rather than ignored."""
+    from cn3.experiment.launchers import LocalLauncher, RayLauncher, SlurmLauncher
+
+    given = {"--address": address, "--cpus-per-cell": cpus, "--gpus-per-cell": gpus, "--partition": partition,
+             "--time": time_min, "--slurm-option": slurm_options or None}
+    allowed = {LauncherName.local: set(), LauncherName.ray: {"--address", "--cpus-per-cell", "--gpus-per-cell"},
+               LauncherName.slurm: {"--cpus-per-cell", "--gpus-per-cell", "--partition", "--time", "--slurm-option"}}
+    for option, value in given.items():
+        if value is not None and option not in allowed[launcher]:
+            users = [name.value for name, options in allowed.items() if option in options]
+            raise typer.BadParameter(f"{option} is for --launcher {' or '.join(users)}, not {launcher.value}")
+    cpus = cpus or threads or 1  # a cell's torch threads get a core each
+    if launcher is LauncherName.ray:
+        return RayLauncher(address, cpus, gpus or 0)
+    if launcher is LauncherName.slurm:
+        if cpus != int(cpus) or (gpus or 0) != int(gpus or 0):
+            raise typer.BadParameter("Slurm allocates whole CPUs and GPUs: give --cpus-per-cell and --gpus-per-cell "
+                                     "as integers (several cells share a GPU with --launcher ray)")
+        return SlurmLauncher(grid / "submitit", partition, time_min or 720, int(cpus), int(gpus or 0),
+                             parse_slurm_options(slurm_options))
+    return LocalLauncher()
+
+
 def with_baseline(spec, baseline: str, cells):
     """``spec`` with another baseline, which must be a variant with cells in this grid."""
     import dataclasses
@@ -82,9 +125,11 @@ def run_command(
     spec: str = typer.Argument(..., help=SPEC_HELP),
     budget: str = typer.Option(None, "--budget", "-b", help="A budget of the spec (e.g. smoke, cpu, paper): "
                                "overrides that shrink or grow the grid and its trainings."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Cells trained at once, as separate processes."),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Cells trained at once: processes on this machine "
+                             "(default 1); with ray or slurm, at most this many cells handed to the cluster at once "
+                             "(default: all, the cluster queues them)."),
     threads: int = typer.Option(None, "--threads", min=1, help="torch threads per cell (default: the CPU "
-                                "cores divided by --jobs)."),
+                                "cores divided by --jobs; with ray or slurm, --cpus-per-cell)."),
     only: list[str] = typer.Option(None, "--only", help=ONLY_HELP),
     out: Path = typer.Option(Path("runs/experiments"), "--out", "-o", help=OUT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells, their state and command; train nothing."),
@@ -92,6 +137,24 @@ def run_command(
                                "config (seed and threads included) equals a finished run's anywhere under --out "
                                "(its files are linked in, RUN/reused.json names the run). Assumes one data root "
                                "and one machine per --out; --no-reuse trains every cell itself."),
+    launcher: LauncherName = typer.Option(LauncherName.local, "--launcher", "-l", help="What trains the cells: "
+                                          "processes on this machine; Ray tasks on a Ray cluster (pip install "
+                                          "'cn3[ray]'); or Slurm jobs through submitit (pip install 'cn3[slurm]'). "
+                                          "Ray and Slurm need --out, the data and cn3 on a file system every worker "
+                                          "sees (README: Grids on a cluster)."),
+    address: str = typer.Option(None, "--address", help="ray: the cluster to send cells to, e.g. ray://head:10001 "
+                                "or head:6379 (default: $RAY_ADDRESS, else a Ray started on this machine for the run)."),
+    cpus: float = typer.Option(None, "--cpus-per-cell", min=0.01, help="ray, slurm: CPUs reserved for each cell "
+                               "(default: --threads, else 1)."),
+    gpus: float = typer.Option(None, "--gpus-per-cell", min=0, help="ray, slurm: GPUs for each cell (default 0: "
+                               "CPU only). On Ray a fraction shares a GPU, e.g. 0.25 = four cells on one; "
+                               "each cell sees only its GPUs (CUDA_VISIBLE_DEVICES)."),
+    partition: str = typer.Option(None, "--partition", help="slurm: the partition (default: the cluster's)."),
+    time_min: int = typer.Option(None, "--time", min=1, help="slurm: each cell's time limit in minutes (default "
+                                 "720). A cell cut off saves latest.pt and continues when the grid is run again."),
+    slurm_options: list[str] = typer.Option(None, "--slurm-option", help="slurm: another sbatch option as "
+                                            "key=value, e.g. --slurm-option account=myproject --slurm-option "
+                                            "mem=16G (repeatable)."),
 ) -> None:
     """Train every cell of a spec that is not finished.
 
@@ -106,6 +169,10 @@ def run_command(
     A spec with a `tune` block first trains each option for every task and variant (cells
     tune-<option>), then every seed with the option that scored best on dev.
 
+    --launcher ray or slurm sends each cell to a cluster instead, as a Ray task or a Slurm job with
+    the CPUs and GPUs asked for; the run directories, resume, reuse and the report are the same, and
+    the progress table names the worker each cell runs on.
+
     Examples:
 
         cn3 experiment run liu-table3 --budget smoke --jobs 2
@@ -113,20 +180,28 @@ def run_command(
         cn3 experiment run xu-window --only variant=m1,m2 --dry-run
 
         cn3 experiment run my-spec.yaml --jobs 4 --threads 2
+
+        cn3 experiment run liu-table3 --launcher ray --address head:6379 --gpus-per-cell 0.25
+
+        cn3 experiment run liu-table3 --launcher slurm --partition gpu --gpus-per-cell 1 --time 120
     """
     from rich.markup import escape
     from rich.table import Table
 
     from cn3.experiment.reuse import FinishedRuns
-    from cn3.experiment.runner import cell_state, check_cells, default_threads, run_spec
+    from cn3.experiment.runner import cell_state, check_cells, run_spec
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, out, only)
-        threads = threads or default_threads(jobs)
+        chosen = make_launcher(launcher, spec_obj.directory(out, budget), address, cpus, gpus, partition, time_min,
+                               slurm_options, threads)
+        if launcher is LauncherName.local:
+            jobs = jobs or 1
+        threads = threads or chosen.default_threads(jobs)
         if dry_run:
             resolved, finished = check_cells(cells, threads), FinishedRuns()
             table = Table(title=f"{spec_obj.name}{f' ({budget})' if budget else ''}: {len(cells)} cells, "
-                                f"{jobs} at a time, {threads} thread(s) each", title_justify="left")
+                                f"{chosen.describe(jobs, threads)}", title_justify="left")
             for col in ("cell", "state", "command"):
                 table.add_column(col)
             for cell in cells:
@@ -142,10 +217,13 @@ def run_command(
             console.print(table)
             return
         try:
-            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads, reuse)
+            chosen.open()  # a cluster that cannot be reached fails here, before any cell is listed as started
+            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads, reuse, chosen)
         except KeyboardInterrupt:
             console.print("[yellow]stopped[/]: running cells saved their latest.pt; run the same command to go on")
             raise typer.Exit(130) from None
+        finally:
+            chosen.close()
     failed = [s for s in states if s.state == "failed"]
     done = sum(s.state in ("done", "skipped", "reused") for s in states)
     reused = sum(s.state == "reused" for s in states)
@@ -157,9 +235,24 @@ def run_command(
                   + (f", {waiting} waiting for tuning that is not finished" if waiting else "")
                   + (f", {len(failed)} failed:" if failed else ""))
     for s in failed:
-        console.print(f"  [red]{s.cell.name}[/]: see {s.cell.run_dir / 'experiment.log'}")
+        console.print(f"  [red]{escape(s.cell.name)}[/]: see {s.cell.run_dir / 'experiment.log'}"
+                      + (f" (worker {escape(s.worker)})" if s.worker else ""))
+        for line in _failure(s.cell.run_dir):
+            console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _failure(run_dir: Path) -> list[str]:
+    """A failed cell's last log lines, and the cluster's word when the worker ended without an exit code."""
+    import json
+
+    try:
+        failed = json.loads((run_dir / "cell.failed").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [line for line in failed.get("log_tail", [])[-3:] if line.strip()] + (
+        [failed["error"]] if failed.get("error") else [])
 
 
 @experiment_app.command("report")

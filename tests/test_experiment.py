@@ -537,14 +537,15 @@ def test_p_values_below_a_thousandth_are_not_printed_as_zero():
 
 
 def test_a_cell_another_runner_finished_after_the_listing_is_not_trained_again(tmp_path):
+    from cn3.experiment.launchers import LocalLauncher
     from cn3.experiment.runner import CellState, _start
 
     cell = load_spec(write_spec(tmp_path / "s.yaml")).cells(tmp_path / "runs")[0]
     state = CellState(cell, "queued")  # listed while nobody had trained it
     cell.run_dir.mkdir(parents=True)
     (cell.run_dir / "results.json").write_text(json.dumps({"scores": {"test": {"score": 90.0}}}))
-    _start(state, threads=1)
-    assert state.process is None and (state.state, state.score) == ("skipped", "test 90.00")
+    _start(state, 1, LocalLauncher())
+    assert state.job is None and (state.state, state.score) == ("skipped", "test 90.00")
     assert not (cell.run_dir / "experiment.log").exists()
 
 
@@ -554,8 +555,8 @@ def test_a_runner_records_only_the_cells_it_started_over_another_runners_entries
 
     spec = load_spec(write_spec(tmp_path / "s.yaml"))
     first, second = spec.cells(tmp_path / "runs")[:2]
-    _write_grid(spec, [first], [CellState(first, "done", started=1.0, seconds=12.0)], 0.0, 1, 1, "A")
-    listed, started = CellState(first, "queued"), CellState(second, "running", started=2.0)
+    _write_grid(spec, [first], [CellState(first, "done", submitted=1.0, started=1.0, seconds=12.0)], 0.0, 1, 1, "A")
+    listed, started = CellState(first, "queued"), CellState(second, "running", submitted=2.0, started=2.0)
     _write_grid(spec, [first, second], [listed, started], 0.0, 1, 1, "B")
     record = json.loads((first.run_dir.parents[2] / "grid.json").read_text())
     assert record["cells"][first.name] == {"run_dir": str(first.run_dir), "state": "done", "seconds": 12.0}

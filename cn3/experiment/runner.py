@@ -1,4 +1,4 @@
-"""``cn3 experiment run``: train a spec's cells, N at a time, as separate processes.
+"""``cn3 experiment run``: train a spec's cells, N at a time, as separate processes, Ray tasks or Slurm jobs.
 
 A cell's state lives in its run directory, so the grid can be stopped at any moment and run again:
 
@@ -15,9 +15,13 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
   trained by another process (e.g. a second ``experiment run`` of the same grid with another
   ``--only``), left to it. So two runners can share a grid; each trains only what nobody else is.
 
-Each cell runs ``python -m cli train ...`` (or ``nmt train``) with ``train.num_threads`` = the cores
-divided by ``--jobs``, its output in ``RUN/experiment.log``. Ctrl-C or SIGTERM stops the grid: the
-running cells get SIGTERM, which the training loop turns into a saved ``latest.pt``.
+A launcher (:mod:`cn3.experiment.launchers`) starts each cell, :func:`cn3.experiment.cell.run_cell`
+(what ``cn3 train ...`` or ``cn3 nmt train ...`` would do), its output in ``RUN/experiment.log``: by
+default as a process on this machine with ``train.num_threads`` = the cores divided by ``--jobs``, or as
+a Ray task or Slurm job with the CPUs and GPUs asked for. The states above are read from the run
+directories whatever launched the cells, so a grid may be started with one launcher and finished with
+another. Ctrl-C or SIGTERM stops the grid: the running cells are stopped the way their launcher can
+(SIGTERM, a cancelled task or job), which the training loop turns into a saved ``latest.pt``.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cn3.config import ConfigError
+from cn3.experiment.cell import LOG
+from cn3.experiment.launchers import Job, Launcher, LocalLauncher
 from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
 from cn3.run_dir import RunDir
@@ -41,22 +45,25 @@ from data_prep.console import console
 from data_prep.locking import exclusive
 
 FAILED = "cell.failed"
-LOG = "experiment.log"
 
 
 @dataclass
 class CellState:
-    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, running, done, skipped,
-    reused (adopted from ``reused_from``, a finished run with the same config), elsewhere (another
-    process is training it) or waiting (for its task and variant's tuning)."""
+    """What the runner knows of a cell: ``state`` is queued, interrupted, failed, submitted (handed to
+    Ray or Slurm, not on a worker yet), running (on ``worker``), done, skipped, reused (adopted from
+    ``reused_from``, a finished run with the same config), elsewhere (another process is training it)
+    or waiting (for its task and variant's tuning). ``submitted``/``started``: when this runner handed
+    the cell to its launcher, and when it began on a worker."""
 
     cell: Cell
     state: str
     score: str = ""
     started: float | None = None
+    submitted: float | None = None
     seconds: float | None = None
-    process: subprocess.Popen | None = field(default=None, repr=False)
+    job: Job | None = field(default=None, repr=False)
     reused_from: str | None = None
+    worker: str | None = None
 
 
 def cell_state(cell: Cell) -> str:
@@ -119,11 +126,7 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
     return resolved
 
 
-def default_threads(jobs: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
-
-
-def _start(state: CellState, threads: int) -> None:
+def _start(state: CellState, threads: int, launcher: Launcher) -> None:
     cell = state.cell
     if (cell.run_dir / "results.json").is_file():  # another runner finished it since the grid was listed
         state.state, state.score = "skipped", _score(cell)
@@ -133,65 +136,76 @@ def _start(state: CellState, threads: int) -> None:
         return
     cell.run_dir.mkdir(parents=True, exist_ok=True)
     (cell.run_dir / FAILED).unlink(missing_ok=True)
-    resume = (cell.run_dir / "latest.pt").is_file()
-    command = [sys.executable, "-m", "cli", *cell.command(threads, resume)]
-    log = open(cell.run_dir / LOG, "a", encoding="utf-8")
-    log.write(f"$ cn3 {' '.join(command[3:])}\n")
-    log.flush()
-    # own session: a terminal's Ctrl-C reaches the runner only, which then stops each cell cleanly
-    state.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    state.state, state.started = "running", time.time()
+    state.job, state.submitted = launcher.start(cell, threads), time.time()
+    _on_worker(state)
 
 
-def _finish(state: CellState, rc: int) -> None:
-    cell = state.cell
-    state.seconds = time.time() - (state.started or time.time())
-    state.process = None
-    if rc == 0 and (cell.run_dir / "results.json").is_file():
+def _on_worker(state: CellState) -> bool:
+    """A started cell is running once its worker is known (at once on this machine; a Ray task or
+    Slurm job when it has started and written its log), submitted until then; returns whether it runs."""
+    worker = state.job.find_worker()
+    if worker is None:
+        state.state = "submitted"
+        return False
+    state.state, state.worker, state.started = "running", worker, time.time()
+    return True
+
+
+def _finish(state: CellState) -> None:
+    cell, job = state.cell, state.job
+    state.seconds = time.time() - (state.started or state.submitted)
+    state.job = None
+    if job.rc == 0 and (cell.run_dir / "results.json").is_file():
         state.state, state.score = "done", _score(cell)
         return
     if RunDir(cell.run_dir).busy():  # refused: another process took the cell first, and is training it
         state.state = "elsewhere"
         return
-    tail = (cell.run_dir / LOG).read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
-    atomic_write_json(cell.run_dir / FAILED, {"exit_code": rc, "log_tail": tail})
+    log = cell.run_dir / LOG
+    tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:] if log.is_file() else []
+    # a worker that died leaves no exit code: the launcher's word for it says why
+    atomic_write_json(cell.run_dir / FAILED, {"exit_code": job.rc, "log_tail": tail,
+                                              **({"error": job.error} if job.error else {})})
     state.state = "failed"
 
 
-def _table(states: list[CellState], started: float, jobs: int):
+def _table(states: list[CellState], started: float, jobs: int | None):
     from rich.table import Table
 
     done = [s for s in states if s.state == "done" and s.seconds]
-    left = sum(s.state in ("queued", "interrupted", "failed", "running", "waiting") for s in states)
+    left = sum(s.state in ("queued", "interrupted", "failed", "submitted", "running", "waiting") for s in states)
+    parallel = jobs or max(1, sum(s.state == "running" for s in states))
     eta = ""
     if done and left:
-        eta = f", about {sum(s.seconds for s in done) / len(done) * left / jobs / 60:.0f} min left"
+        eta = f", about {sum(s.seconds for s in done) / len(done) * left / parallel / 60:.0f} min left"
     table = Table(title=f"{sum(s.state in ('done', 'skipped', 'reused') for s in states)}/{len(states)} cells done, "
                         f"{time.time() - started:.0f} s{eta}", title_justify="left")
-    for col in ("task", "variant", "seed", "state", "score", "time"):
+    for col in ("task", "variant", "seed", "state", "score", "time", "worker"):
         table.add_column(col)
     colour = {"done": "green", "skipped": "green", "reused": "green", "running": "yellow", "failed": "red",
-              "elsewhere": "cyan", "waiting": "dim"}
+              "elsewhere": "cyan", "waiting": "dim", "submitted": "blue"}
     for s in states:
         elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
         table.add_row(s.cell.task, s.cell.variant, f"tune-{s.cell.tune}" if s.cell.tune else str(s.cell.seed),
                       f"[{colour.get(s.state, 'white')}]{s.state}[/]", s.score,
-                      f"{elapsed:.0f} s" if elapsed is not None else "")
+                      f"{elapsed:.0f} s" if elapsed is not None else "", s.worker or "")
     return table
 
 
-def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: int | None = None,
-             reuse: bool = True) -> list[CellState]:
-    """Train every cell that is not done, ``jobs`` at a time; returns the final states. With ``reuse``,
-    a queued cell that a finished run under the same ``--out`` already is gets adopted, not trained.
+def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, threads: int | None = None,
+             reuse: bool = True, launcher: Launcher | None = None) -> list[CellState]:
+    """Train every cell that is not done, ``jobs`` at a time (``None``: every cell at once, for a
+    launcher whose engine queues them); returns the final states. With ``reuse``, a queued cell that a
+    finished run under the same ``--out`` already is gets adopted, not trained. ``launcher``: what
+    starts the cells (default :class:`LocalLauncher`, processes on this machine); the caller closes it.
 
     Keeps ``<grid>/grid.json`` (spec path, cells, states, this invocation's wall time) up to date as
     cells start and finish, so the record survives a runner that is killed outright.
     """
     from rich.live import Live
 
-    threads = threads or default_threads(jobs)
+    launcher = launcher or LocalLauncher()
+    threads = threads or launcher.default_threads(jobs)
     resolved = check_cells(cells, threads)
     states = []
     for cell in cells:
@@ -209,45 +223,50 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
     invocation = f"{os.getpid()}@{started:.3f}"
 
     def record() -> None:
-        _write_grid(spec, cells, states, started, jobs, threads, invocation)
+        _write_grid(spec, cells, states, started, jobs, threads, invocation, launcher.name)
 
     record()
     running: list[CellState] = []
     previous = sigterm_as_interrupt()
     live = Live(_table(states, started, jobs), console=console, refresh_per_second=1,
                 transient=False) if console.is_terminal else None
+
+    def say(text: str) -> None:  # the live table shows it all on a terminal; a log gets a line per change
+        if not live:
+            console.print(text)
+
     try:
         if live:
             live.start()
         while pending or running:
-            while pending and len(running) < jobs:
+            while pending and (jobs is None or len(running) < jobs):
                 state = pending.pop(0)
-                _start(state, threads)
-                if state.process is None:  # another runner has it, or has finished it
+                _start(state, threads, launcher)
+                if state.job is None:  # another runner has it, or has finished it
                     continue
                 running.append(state)
                 record()
-                if not live:
-                    console.print(f"started {state.cell.name} -> {state.cell.run_dir}")
-            time.sleep(0.2)
-            for state in list(running):
-                rc = state.process.poll()
-                if rc is None:
-                    continue
+                say(f"{'started' if state.worker else 'submitted'} {state.cell.name} -> {state.cell.run_dir}"
+                    + (f" on {state.worker}" if state.worker else ""))
+            time.sleep(launcher.poll_seconds)
+            for state in running:
+                if state.state == "submitted" and _on_worker(state):
+                    record()
+                    say(f"running {state.cell.name} on {state.worker}")
+            for job in launcher.finished([s.job for s in running]):
+                state = next(s for s in running if s.job is job)
                 running.remove(state)
-                _finish(state, rc)
+                _finish(state)
                 record()
-                if not live:
-                    console.print(f"{state.state} {state.cell.name} {state.score}"
-                                  f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
+                say(f"{state.state} {state.cell.name} {state.score}"
+                    f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
             if live:
                 live.update(_table(states, started, jobs))
     except KeyboardInterrupt:
+        launcher.stop([s.job for s in running])
         for state in running:
-            state.process.send_signal(signal.SIGTERM)  # the loop saves latest.pt and exits
-        for state in running:
-            state.process.wait()
-            state.state, state.process = "interrupted", None
+            state.job = None
+            state.state = "interrupted" if (state.cell.run_dir / "latest.pt").is_file() else "queued"
         raise
     finally:
         if previous is not None:
@@ -259,15 +278,15 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int = 1, threads: in
     return states
 
 
-def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: int = 1,
-             threads: int | None = None, reuse: bool = True) -> list[CellState]:
+def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: int | None = 1,
+             threads: int | None = None, reuse: bool = True, launcher: Launcher | None = None) -> list[CellState]:
     """:func:`run_grid` over ``list_cells()``, then, in a tuned grid, over the cells that the
     finished tuning has since resolved, until no cell waits or tuning resolved nothing new (one of its
     cells failed: the grid's cells that need it still wait). Returns the last pass's states, which
     cover every cell."""
     cells = list_cells()
     while True:
-        states = run_grid(spec, cells, jobs, threads, reuse)
+        states = run_grid(spec, cells, jobs, threads, reuse, launcher)
         waiting = sum(c.waiting for c in cells)
         if not waiting:
             return states
@@ -276,11 +295,12 @@ def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: i
             return states
 
 
-def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int,
-                threads: int, invocation: str) -> None:
-    """``<grid>/grid.json``: the spec, every cell's last state, and one entry per ``run`` invocation
-    (its wall time so far, jobs, threads and how many cells it trained), so the report can state the
-    grid's wall time however many times it was stopped and continued.
+def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int | None,
+                threads: int, invocation: str, launcher: str = "local") -> None:
+    """``<grid>/grid.json``: the spec, every cell's last state (and the worker it ran on), and one entry
+    per ``run`` invocation (its wall time so far, launcher, jobs, threads and how many cells it
+    trained), so the report can state the grid's wall time however many times it was stopped and
+    continued.
 
     Several runners may share a grid (each trains what nobody else is): each updates its own
     invocation (by ``invocation``, pid and start) and the cells it knows, under a lock, and leaves the
@@ -312,14 +332,15 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
                                                  "seconds": _seconds(s.cell)}
                 continue
             entry = {"run_dir": None if s.cell.waiting else str(s.cell.run_dir), "state": s.state,
-                     "seconds": None if s.seconds is None else round(s.seconds, 1)}
-            if s.started is None and cells_record.get(s.cell.name, {}).get("state") != "waiting":
+                     "seconds": None if s.seconds is None else round(s.seconds, 1),
+                     **({"worker": s.worker} if s.worker else {})}
+            if s.submitted is None and cells_record.get(s.cell.name, {}).get("state") != "waiting":
                 cells_record.setdefault(s.cell.name, entry)  # listed, not started here: another runner's entry stands
             else:
                 cells_record[s.cell.name] = entry
         mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                "wall_seconds": round(time.time() - started, 1), "jobs": jobs, "threads": threads,
-                "cells_trained": sum(s.started is not None for s in states)}
+                "wall_seconds": round(time.time() - started, 1), "launcher": launcher, "jobs": jobs,
+                "threads": threads, "cells_trained": sum(s.submitted is not None for s in states)}
         invocations = [i for i in record.get("invocations", []) if i.get("id") != invocation]
         atomic_write_json(grid / "grid.json", {"spec": str(spec.path), "invocations": [*invocations, mine],
                                                "cells": cells_record})
