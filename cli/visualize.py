@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from cli.errors import user_errors
 from cli.train import EMBEDDINGS_HELP, NO_VECTORS_HELP, Device
@@ -51,6 +52,7 @@ def edges_command(
     from cn3.trainer import load_model
     from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
                                write_output)
+    from cn3.visualize.edges import hub_line
 
     with user_errors():
         if out is not None:
@@ -66,3 +68,6 @@ def edges_command(
             return
         write_output(view, out, layers, focus)
     console.print(f"{view.title}\nwrote {out}")
+    for side in view.sides:  # what the figure's titles say, also where the figure is not looked at
+        for l in layers:
+            console.print(escape(f"layer {l + 1}: {hub_line(side, l)}"), soft_wrap=True)

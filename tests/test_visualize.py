@@ -153,6 +153,7 @@ def test_png_svg_html_files(runs, tmp_path):
         result = invoke(runs["trec"], SENTENCE, "--out", path, "--word", "Peru")
         assert result.exit_code == 0, result.output
         assert f"wrote {path}" in result.output.replace("\n", "")
+        assert "layer 1: hub share of this sentence:" in result.output  # what the titles say, on screen too
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 10_000
     assert "<svg" in svg.read_text()[:500]
     text = page.read_text()
@@ -160,6 +161,33 @@ def test_png_svg_html_files(runs, tmp_path):
     assert "<script" not in text and "<link" not in text and "src=" not in text
     for word in WORDS:
         assert f">{word}<" in text or f"{word} " in text
+
+
+def test_figure_titles_fit_the_figure(runs, monkeypatch):
+    """The hub-share line under each arc panel's title is wrapped to the figure, not cut off at its edges
+    (made longer here than any label makes it, so that the 8-inch figure cannot hold it on one line)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import cn3.visualize.figure as figure
+    from cn3.runtime import resolve_device
+    from cn3.run_dir import RunDir
+    from cn3.trainer import load_model
+    from cn3.visualize import edge_view, resolve_layers
+    from cn3.visualize.figure import render_figure
+
+    loaded = load_model(RunDir(runs["trec"]), resolve_device("cpu"))
+    view = edge_view(loaded, ["What is Susan B. Anthony 's birthday ?"], resolve_device("cpu"), None)
+    real = figure.hub_line
+    monkeypatch.setattr(figure, "hub_line", lambda side, layer: real(side, layer) + " and many more words" * 6)
+    fig = render_figure(view, resolve_layers(view, None))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    width = fig.bbox.width
+    titles = [ax.title for ax in fig.get_axes() if "hub share" in ax.title.get_text()]
+    assert titles
+    for title in titles:
+        box = title.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= width, (box, width, title.get_text())
 
 
 def test_pair_png(runs, tmp_path):

@@ -4,6 +4,7 @@ the words and the parser's tree below, the ``alpha`` heatmaps, and a strip of ga
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import numpy as np
 
@@ -143,7 +144,11 @@ def draw_arcs(ax, side: SideEdges, layer: int, norm, word: int | None, tree_sour
     what = f"all alpha_ik of word {word + 1} '{side.tokens[word]}'" if word is not None else \
         "each word i -> its strongest k"
     tree = f"; below: dependency tree by {tree_source}" if tree_source else "; no dependency tree"
-    ax.set_title(f"layer {layer + 1}: {what}{tree}\n{hub_line(side, layer)}", fontsize=9)
+    # the hub line is the longest text of the panel: wrapped to the figure's width, or it is cut off
+    # at both ends (9 pt characters are about 0.075 in wide)
+    inches = getattr(ax.figure, "figure", ax.figure).get_figwidth()
+    hub = textwrap.fill(hub_line(side, layer), width=max(40, int(inches / 0.075)))
+    ax.set_title(f"layer {layer + 1}: {what}{tree}\n{hub}", fontsize=9)
 
 
 def _longest_arc(side: SideEdges) -> int:
