@@ -11,7 +11,16 @@ names the split. For each variant against the baseline, per task:
 * **Welch's t-test across seeds** on the per-seed scores (needs 2 seeds a side), which asks whether
   the difference survives seed variance;
 * **Holm's correction** of each variant's paired p-values over the tasks it is tested on (a variant
-  is one claim tested on several tasks); both raw and adjusted p are reported.
+  is one claim tested on several tasks); both raw and adjusted p are reported;
+* beside a test that is **not significant**, the smallest difference it could have detected with
+  power 0.8 at level 0.05 (:func:`cn3.stats.detectable_paired` from the per-item paired differences
+  of the pooled items, :func:`cn3.stats.detectable_welch` from the seeds' pooled spread and their
+  number), so that "no effect" and "too few seeds or items" can be told apart.
+
+Beside each cell: the paper's number (the spec's ``references``) and ``cn3 - paper``; under the
+table, where the numbers come from (``paper``) and how the grid differs from the paper (``differs``,
+the spec's lines and the budget's). A split that also selected the checkpoint (``dev``, ``val``:
+training keeps its best evaluation there) is called so wherever its score is the table's.
 
 In a tuned grid (:mod:`cn3.experiment.tuning`) the table holds the seed cells, each with its task
 and variant's chosen option, and a tuning table gives every option's dev score, the chosen one in
@@ -33,10 +42,19 @@ from pathlib import Path
 
 from cn3.experiment.reuse import reused_from
 from cn3.experiment.spec import Cell, ExperimentSpec
-from cn3.stats import mean_std
+from cn3.stats import POWER, mean_std
 
 ALPHA = 0.05
 PREFERRED_SPLITS = ("test", "test2016", "dev", "val")
+#: splits on which training chose its checkpoint (the best evaluation), so a score there is optimistic
+SELECTION_SPLITS = ("dev", "val")
+
+
+def split_label(split: str | None) -> str:
+    """The split as the report names it: ``dev: selects the checkpoint`` for a selection split."""
+    if split is None:
+        return "-"
+    return f"{split}: selects the checkpoint" if split in SELECTION_SPLITS else split
 
 
 @dataclass
@@ -177,11 +195,13 @@ def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
     return columns
 
 
-def _pooled_test(pairs: dict[int, tuple], metric: str, resamples: int, items: dict[int, list[int]] | None = None) -> dict:
+def _pooled_test(pairs: dict[int, tuple], metric: str, resamples: int, items: dict[int, list[int]] | None = None,
+                 detectable: bool = False) -> dict:
     """The paired test of A against B on their seeds' predictions pooled: ``pairs`` maps a seed to
     ``(A's, B's)`` :class:`cn3.stats.Predictions`; ``items``, per seed, the item indices to test
-    (a group of ``report --by``; None: every item)."""
-    from cn3.stats import bleu_paired_test, paired_test
+    (a group of ``report --by``; None: every item); with ``detectable``, also the smallest difference
+    the test could detect (:func:`cn3.stats.detectable_paired`)."""
+    from cn3.stats import bleu_paired_test, detectable_paired, paired_differences, paired_test
 
     gold, pred_a, pred_b = [], [], []
     for seed, (a, b) in sorted(pairs.items()):
@@ -197,8 +217,11 @@ def _pooled_test(pairs: dict[int, tuple], metric: str, resamples: int, items: di
         result = bleu_paired_test(gold, pred_a, pred_b)
     else:
         result = paired_test(gold, pred_a, pred_b, metric, tag_scheme=a.tag_scheme, resamples=resamples)
-    return {"seeds": sorted(pairs), "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
-            "p": result.p_value, "method": result.method, "items": result.n_items}
+    out = {"seeds": sorted(pairs), "difference": result.difference, "ci95": [result.ci_low, result.ci_high],
+           "p": result.p_value, "method": result.method, "items": result.n_items}
+    if detectable:
+        out["detectable"] = detectable_paired(paired_differences(gold, pred_a, pred_b, metric, tag_scheme=a.tag_scheme))
+    return out
 
 
 def _paired(column: TaskColumn, variant: str, baseline: str, resamples: int) -> dict:
@@ -210,15 +233,19 @@ def _paired(column: TaskColumn, variant: str, baseline: str, resamples: int) -> 
         return {"error": "no seed finished for both"}
     pairs = {seed: (load_predictions(column.runs[variant][seed], column.split),
                     load_predictions(column.runs[baseline][seed], column.split)) for seed in seeds}
-    return _pooled_test(pairs, column.metric, resamples)
+    return _pooled_test(pairs, column.metric, resamples, detectable=True)
 
 
-def _add_welch(test: dict, seeds: dict[int, float], baseline_seeds: dict[int, float]) -> None:
-    """``test["welch_p"]``: Welch's t-test on the per-seed scores, when both sides have 2 seeds or more."""
-    from cn3.stats import welch
+def _add_welch(test: dict, seeds: dict[int, float], baseline_seeds: dict[int, float], detectable: bool = False) -> None:
+    """``test["welch_p"]``: Welch's t-test on the per-seed scores, when both sides have 2 seeds or more;
+    with ``detectable``, also ``test["welch_detectable"]``, the smallest difference it could detect
+    (:func:`cn3.stats.detectable_across_seeds`; None when the seeds do not vary)."""
+    from cn3.stats import detectable_across_seeds, welch
 
     if len(seeds) >= 2 and len(baseline_seeds) >= 2:
         test["welch_p"] = welch(list(seeds.values()), list(baseline_seeds.values()))[1]
+        if detectable:
+            test["welch_detectable"] = detectable_across_seeds(list(seeds.values()), list(baseline_seeds.values()))
 
 
 def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples: int = 10_000) -> None:
@@ -233,7 +260,7 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
             if variant == spec.baseline or variant not in column.scores:
                 continue
             test = _paired(column, variant, spec.baseline, resamples)
-            _add_welch(test, column.scores[variant], column.scores[spec.baseline])
+            _add_welch(test, column.scores[variant], column.scores[spec.baseline], detectable=True)
             column.tests[variant] = test
     for variant in spec.variants:
         tested = [c for c in columns.values() if "p" in c.tests.get(variant, {})]
@@ -257,9 +284,11 @@ def rows(spec: ExperimentSpec, columns: dict[str, TaskColumn]) -> list[dict]:
         for task, column in columns.items():
             values = list(column.scores.get(variant, {}).values())
             mean, std = mean_std(values) if values else (None, None)
+            paper = spec.references.get(task, {}).get(variant)
             out.append({"variant": variant, "task": task, "split": column.split, "metric": column.metric,
+                        "selects_checkpoint": column.split in SELECTION_SPLITS,
                         "mean": mean, "std": std, "n": len(values), "seeds": column.scores.get(variant, {}),
-                        "paper": spec.references.get(task, {}).get(variant),
+                        "paper": paper, "minus_paper": None if paper is None or mean is None else mean - paper,
                         "test": column.tests.get(variant)})
     return out
 
@@ -278,8 +307,9 @@ def _cell_text(r: dict, best: dict, fmt: str) -> str:
     text = f"{_spread(r['mean'], r['std'])} ({r['n']})"
     if r["mean"] == best.get(r["task"]):
         text = {"md": f"**{text}**", "latex": f"\\textbf{{{text}}}"}.get(fmt, text)
-    paper = "×" if r["paper"] is None else f"{r['paper']:.1f}"
-    return f"{text} [{paper}]"
+    if r["paper"] is None:
+        return f"{text} [×]"
+    return f"{text} [{float(r['paper'])}, {r['minus_paper']:+.2f}]"
 
 
 def _tex(text: str) -> str:
@@ -300,9 +330,15 @@ def _p_text(test: dict | None) -> str:
     if "error" in test:
         return test["error"]
     star = "*" if test.get("p_holm", test["p"]) < ALPHA else ""
-    welch = f", Welch {format_p(test['welch_p'])}" if test.get("welch_p") is not None else ""
+    detects = (f"; detectable {test['detectable']:.2f}"
+               if not star and test.get("detectable") is not None else "")
+    welch = ""
+    if test.get("welch_p") is not None:
+        seen = test.get("welch_detectable")
+        welch = f", Welch {format_p(test['welch_p'])}" + (
+            f" (detectable {seen:.2f})" if test["welch_p"] >= ALPHA and seen is not None else "")
     return (f"{test['difference']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}] "
-            f"p {format_p(test['p'])} (Holm {format_p(test.get('p_holm', test['p']))}){star}{welch}")
+            f"p {format_p(test['p'])} (Holm {format_p(test.get('p_holm', test['p']))}{detects}){star}{welch}")
 
 
 def _untested(record: dict, baseline: dict, name: str) -> str:
@@ -318,12 +354,22 @@ def render_reused(reused: dict[str, str]) -> str:
             + "; ".join(f"{name} is {source}" for name, source in reused.items()) + ".\n")
 
 
-def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md") -> str:
-    """The results table and the significance table, as Markdown, CSV or LaTeX."""
+def paper_notes(spec: ExperimentSpec, budget: str | None = None) -> list[str]:
+    """The lines under the table: where the paper's numbers come from, and how the grid differs."""
+    lines = [f"Paper: {spec.paper}."] if spec.paper else []
+    differs = spec.differences(budget)
+    if differs:
+        lines += ["Differs from the paper:", *(f"- {line}" for line in differs)]
+    return lines
+
+
+def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md", budget: str | None = None) -> str:
+    """The results table and the significance table, as Markdown, CSV or LaTeX (``budget``: the grid's,
+    whose ``differs`` lines join the spec's under the table)."""
     records = rows(spec, columns)
     best = _best(records)
     tasks = list(columns)
-    header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {columns[t].split or '-'})" for t in tasks]
+    header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {split_label(columns[t].split)})" for t in tasks]
     by = {(r["variant"], r["task"]): r for r in records}
     table = [[v] + [_cell_text(by[(v, t)], best, fmt) for t in tasks] for v in spec.variants]
     tests = [[v] + [_p_text(by[(v, t)]["test"]) or _untested(by[(v, t)], by[(spec.baseline, t)], spec.baseline)
@@ -331,19 +377,24 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow(["variant", "task", "split", "metric", "mean", "std", "n", "paper", "difference",
-                         "ci_low", "ci_high", "p_paired", "p_holm", "p_welch"])
+        writer.writerow(["variant", "task", "split", "selects_checkpoint", "metric", "mean", "std", "n", "paper",
+                         "minus_paper", "difference", "ci_low", "ci_high", "p_paired", "p_holm", "detectable_paired",
+                         "p_welch", "detectable_welch"])
         for r in records:
             t = r["test"] if r["test"] and "error" not in r["test"] else {}
-            writer.writerow([r["variant"], r["task"], r["split"], r["metric"], r["mean"], r["std"], r["n"], r["paper"],
-                             t.get("difference"), *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm"),
-                             t.get("welch_p")])
+            writer.writerow([r["variant"], r["task"], r["split"], r["selects_checkpoint"], r["metric"], r["mean"],
+                             r["std"], r["n"], r["paper"], r["minus_paper"], t.get("difference"),
+                             *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm"), t.get("detectable"),
+                             t.get("welch_p"), t.get("welch_detectable")])
         return buffer.getvalue()
+    notes = paper_notes(spec, budget)
     if fmt == "latex":
         cols = "l" + "r" * len(tasks)
         body = [" & ".join(map(_tex, header)) + r" \\ \midrule"] + [" & ".join(map(_tex, r)) + r" \\" for r in table]
-        return "\n".join([rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"])
-    lines = [f"## {spec.name}: mean ± std (seeds) [paper]", "", "| " + " | ".join(header) + " |",
+        return "\n".join(["% mean and std over seeds (seeds) [paper, cn3 - paper]; [x]: no number in the paper",
+                          rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}",
+                          *(f"% {line}" for line in notes)])
+    lines = [f"## {spec.name}: mean ± std (seeds) [paper, cn3 − paper]", "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in table]
     lines += ["", f"## against {spec.baseline}: difference [95% CI], paired p (Holm over tasks), Welch p across seeds",
@@ -351,7 +402,14 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     lines += ["| " + " | ".join(r) + " |" for r in tests]
     lines += ["", f"`*`: Holm-adjusted paired p < {ALPHA}. Paired test: approximate randomization (sacreBLEU's "
               "paired test for BLEU) on the per-example predictions of the seeds both variants finished, pooled. "
-              "Best mean per task in bold; [×]: no number in the paper."]
+              "Detectable: beside a test not significant at 0.05, the smallest difference it finds with power 0.8 "
+              "(paired: from the per-item differences, normal approximation; Welch: from the seeds' pooled std). "
+              "Best mean per task in bold; [paper's number, cn3 − paper]; [×]: no number in the paper."]
+    if any(columns[t].split in SELECTION_SPLITS for t in tasks):
+        lines += ["", "A split that selects the checkpoint (training kept its best evaluation there) flatters "
+                      "every row alike; the paper's numbers are test scores."]
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
 
 
@@ -413,6 +471,7 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     """Collect, test and render; with ``out`` also write ``report.{md,csv,tex}``, ``report.json`` and
     ``report.png`` there. Returns the rendered table and the JSON record."""
     spec = _gridded(spec, cells)
+    budget = next((c.budget for c in cells), None)
     columns = collect(cells)
     significance(spec, columns, resamples)
     tuning, gates = tuning_rows(cells), gate_rows(cells)
@@ -420,8 +479,8 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
 
     def rendered(kind: str) -> str:
         if kind == "csv":
-            return render(spec, columns, kind)
-        return (render(spec, columns, kind) + (render_tuning(tuning, kind) if tuning else "")
+            return render(spec, columns, kind, budget)
+        return (render(spec, columns, kind, budget) + (render_tuning(tuning, kind) if tuning else "")
                 + (render_gates(gates, kind) if gates else "") + (render_reused(reused) if kind == "md" else ""))
 
     text = rendered(fmt)
@@ -430,6 +489,7 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     if grid is not None and (grid / "grid.json").is_file():
         wall = grid_wall_seconds(json.loads((grid / "grid.json").read_text())["invocations"])
     record = {"spec": spec.name, "baseline": spec.baseline, "alpha": ALPHA, "correction": "holm over tasks",
+              "power": POWER, "paper": spec.paper or None, "differs": spec.differences(budget),
               "grid_wall_seconds": wall,
               "cells": cell_counts(cells),
               **({"reused": reused} if reused else {}),

@@ -16,6 +16,9 @@
       cpu: {set: {train.epochs: 10}, tasks: {trec: {}, sst2: {train.epochs: 3}}, variants: [lstm]}
     references:                    # optional: the paper's numbers, task -> variant -> number (null = none)
       trec: {lstm: 93.2}
+    paper: Liu et al. (2019), Table 3   # optional: where the references come from (printed under the table)
+    differs:                       # optional: how the grid differs from the paper, one line each (a
+      - GloVe 6B 50-d, not 840B 300-d   #   budget's own `differs` lines are added to these)
     tune:                          # optional: the same search for every variant, chosen on dev
       options: {adadelta: {train.optimizer: adadelta, train.lr: 1.0}, adam: {train.optimizer: adam, train.lr: 0.001}}
 
@@ -47,8 +50,9 @@ from cn3.experiment.tuning import Tuning, choose, parse_tuning
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 #: the task name of translation cells (`cn3 nmt train` on Multi30k)
 TRANSLATION_TASK = "multi30k"
-SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references", "tune"}
-BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune"}
+SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references", "tune",
+             "paper", "differs"}
+BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune", "differs"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Cell:
         option: in a tuned grid, the option chosen for the cell's task and variant.
         waiting: in a tuned grid, the cell's task and variant are not tuned yet, so its config (and
             run directory) are not known: it cannot train, and ``overrides`` lack the option.
+        budget: the budget the grid was expanded under (None: none), for the report's notes.
     """
 
     task: str
@@ -73,6 +78,7 @@ class Cell:
     tune: str | None = None
     option: str | None = None
     waiting: bool = False
+    budget: str | None = None
 
     @property
     def name(self) -> str:
@@ -106,10 +112,16 @@ class ExperimentSpec:
     references: dict[str, dict] = field(default_factory=dict)
     description: str = ""
     tune: Tuning | None = None
+    paper: str = ""
+    differs: list[str] = field(default_factory=list)
 
     def directory(self, out: Path, budget: str | None) -> Path:
         """Where the grid's cells (and its report) live."""
         return Path(out) / (f"{self.name}-{budget}" if budget else self.name)
+
+    def differences(self, budget: str | None = None) -> list[str]:
+        """How the grid (under ``budget``) differs from the paper: the spec's lines, then the budget's."""
+        return [*self.differs, *self.budgets.get(budget, {}).get("differs", [])] if budget else list(self.differs)
 
     def tuning(self, budget: str | None = None) -> Tuning | None:
         """The search the grid runs under ``budget`` (the budget's own ``tune`` if it has one)."""
@@ -154,20 +166,22 @@ class ExperimentSpec:
                     tune_seed = tuning.seed if tuning.seed is not None else int(seeds[0])
                     for name, option in tuning.options.items():
                         tune_dirs[name] = home / f"tune-{name}"
-                        cells.append(Cell(task, variant, tune_seed, texts(overrides, option, task), tune_dirs[name], tune=name))
+                        cells.append(Cell(task, variant, tune_seed, texts(overrides, option, task), tune_dirs[name],
+                                          tune=name, budget=budget))
                     chosen = choose(tune_dirs).option
                 for seed in seeds:
                     if "seed" in only and str(seed) not in only["seed"]:
                         continue
                     if tuning is None:
-                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}"))
+                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}",
+                                          budget=budget))
                     elif chosen is None:
                         cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}",
-                                          waiting=True))
+                                          waiting=True, budget=budget))
                     else:
                         run_dir = tune_dirs[chosen] if int(seed) == tune_seed else home / f"seed{seed}"
                         cells.append(Cell(task, variant, int(seed), texts(overrides, tuning.options[chosen], task),
-                                          run_dir, option=chosen))
+                                          run_dir, option=chosen, budget=budget))
         return cells
 
 
@@ -210,6 +224,15 @@ def _mapping(value, where: str) -> dict:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping, got {value!r}")
     return value
+
+
+def _lines(value, where: str) -> list[str]:
+    """A list of lines of text (``differs``); None is none."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(line, str) and line.strip() for line in value):
+        raise ConfigError(f"{where}: expected a list of lines of text, got {value!r}")
+    return [line.strip() for line in value]
 
 
 def load_spec(name_or_path: str | Path) -> ExperimentSpec:
@@ -265,13 +288,23 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
             budget["tune"] = parse_tuning(budget["tune"], f"{path}: budgets.{name}.tune")
     references = _mapping(data.get("references"), f"{path}: references")
     for task, row in references.items():
-        for variant in _mapping(row, f"{path}: references.{task}"):
+        if task not in tasks:
+            raise ConfigError(f"{path}: references.{task}: not a task of the spec (tasks: {', '.join(tasks)})")
+        for variant, number in _mapping(row, f"{path}: references.{task}").items():
             if variant not in variants:
                 raise ConfigError(f"{path}: references.{task}.{variant}: not a variant")
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                raise ConfigError(f"{path}: references.{task}.{variant}: expected a number or null, got {number!r}")
+    for name, budget in budgets.items():
+        budget["differs"] = _lines(budget.get("differs"), f"{path}: budgets.{name}.differs")
+    paper = data.get("paper") or ""
+    if not isinstance(paper, str):
+        raise ConfigError(f"{path}: paper: expected a line of text, got {paper!r}")
     return ExperimentSpec(name=str(data["name"]), path=path, tasks=tasks, variants=variants,
                           baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
                           budgets=budgets, references=references, description=str(data.get("description", "")),
-                          tune=parse_tuning(data.get("tune"), f"{path}: tune"))
+                          tune=parse_tuning(data.get("tune"), f"{path}: tune"), paper=paper,
+                          differs=_lines(data.get("differs"), f"{path}: differs"))
 
 
 def resolve_cell(cell: Cell, threads: int):
