@@ -98,9 +98,10 @@ def test_auto_compiles_only_on_cuda(monkeypatch):
     assert not onlstm._use_compiled(torch.device("cpu"))
 
 
-def test_autocast_runs_the_scan_with_an_fp32_state():
-    """Under bf16 autocast the input projection is a bf16 product and the recurrence the scan in fp32:
-    close to the fp32 layer, nearer than bf16 rounding of the state at every step would be."""
+def test_autocast_runs_the_scan_with_an_fp32_state(monkeypatch):
+    """Under bf16 autocast on CUDA (here: the CPU taken off ``AUTOCAST_STEP_LOOP``) the input
+    projection is a bf16 product and the recurrence the scan in fp32: close to the fp32 layer."""
+    monkeypatch.setattr(onlstm, "AUTOCAST_STEP_LOOP", frozenset())
     torch.manual_seed(4)
     layer = ONLSTM(16, 16, chunk_size=4)
     x = torch.randn(3, 6, 16, requires_grad=True)
@@ -119,3 +120,12 @@ def test_autocast_runs_the_scan_with_an_fp32_state():
     assert (out[1, 2:] == 0).all()
     assert x.grad.dtype == torch.float32 and torch.isfinite(x.grad).all()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in layer.parameters())
+
+
+def test_cpu_autocast_keeps_the_step_loop(monkeypatch):
+    calls = []
+    monkeypatch.setattr(onlstm._ONLSTMScan, "apply", lambda *a: calls.append(a))
+    layer = ONLSTM(8, 8, chunk_size=4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = layer(torch.randn(2, 3, 8))
+    assert not calls and out.shape == (2, 3, 8)

@@ -19,11 +19,14 @@ autograd). Padding (``mask`` False) keeps the state unchanged and gives zero out
 outputs do not depend on how much padding follows it.
 ``bidirectional`` runs a second layer over each sentence reversed within its own length.
 
-Mixed precision (issue 31): under ``torch.autocast`` the input projection (one product over all
-steps, where low precision pays) runs in the autocast dtype and the recurrence runs in the scan in
-the parameters' dtype (fp32), autocast off. Before, autocast sent the layer to the step loop under
+Mixed precision (issue 31): under ``torch.autocast`` on CUDA the input projection (one product over
+all steps, where low precision pays) runs in the autocast dtype and the recurrence runs in the scan
+in the parameters' dtype (fp32), autocast off. Before, autocast sent the layer to the step loop under
 autograd, which made bf16 0.39-0.45x fp32 on an H100 (casts around some 20 small operations per
-step) and rounded the cell state to bf16 at every step.
+step) and rounded the cell state to bf16 at every step. On the CPU (:data:`AUTOCAST_STEP_LOOP`)
+autocast keeps the step loop: with bf16 products it was 46 ms against the fp32 scan's 56 ms at
+64 x 25 x 256 (one thread, Xeon with AVX-512 bf16, docs/benchmarks.md), 206 against 145 ms at
+32 x 50 x 512, so neither wins everywhere there and the CPU keeps what it had.
 
 Fused steps on CUDA (issue 31): at NMT sizes the scan is bound by kernel launches (about 13 small
 kernels per step forward, 10 backward; cuDNN's LSTM runs the whole recurrence in a few). With
@@ -133,6 +136,10 @@ def _backward_steps(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, d_pre: T
             dh_rec, dc = dh_rec + carry_h, dc + carry_c
     return dh_rec, dc
 
+
+#: Device types on which the layer under ``torch.autocast`` runs the step loop under autograd rather
+#: than the scan in fp32 (module docstring).
+AUTOCAST_STEP_LOOP = frozenset({"cpu"})
 
 #: ``auto`` (CUDA with Triton), ``always`` or ``never``: when the scan runs its steps through
 #: ``torch.compile`` (module docstring); the environment's ``CN3_ONLSTM_COMPILE`` sets it at import.
@@ -384,9 +391,10 @@ class ONLSTM(nn.Module):
 
     Gate layout of the projections: ``[F (n_chunks), I (n_chunks), f, i, o, c^ (hidden each)]``.
 
-    The recurrence runs in :class:`_ONLSTMScan` (hand-written backward), under ``torch.autocast``
-    too, in the parameters' dtype (module docstring); :meth:`_step_loop` is the same recurrence under
-    autograd (:meth:`cell` per step), kept as the tests' reference.
+    The recurrence runs in :class:`_ONLSTMScan` (hand-written backward), under CUDA autocast too, in
+    the parameters' dtype (module docstring); :meth:`_step_loop` is the same recurrence under
+    autograd (:meth:`cell` per step), which CPU autocast runs (per-operation dtypes: bf16 products
+    and gates) and the tests compare against.
     """
 
     def __init__(self, input_size: int, hidden: int, chunk_size: int = 8):
@@ -441,7 +449,7 @@ class ONLSTM(nn.Module):
         else:
             h, c = state
         keep, full = padding_start(mask, n, x.device)
-        if n:
+        if n and not (x.device.type in AUTOCAST_STEP_LOOP and torch.is_autocast_enabled(x.device.type)):
             pre = self.ih(x.transpose(0, 1))  # (N, B, width): every input projection at once (autocast's dtype)
             weight = self.hh.weight
             # The recurrence in the parameters' dtype, autocast off: a no-op in fp32; under autocast it
@@ -453,10 +461,10 @@ class ONLSTM(nn.Module):
             out = hs if full == n else hs.masked_fill(~keep.unsqueeze(-1), 0.0)
             state = (hs[:, -1].contiguous(), c)
             return (out, state, masters) if return_master else (out, state)
-        return self._step_loop(x, keep, full, h, c, return_master)  # no steps: empty outputs
+        return self._step_loop(x, keep, full, h, c, return_master)  # CPU autocast, or no steps
 
     def _step_loop(self, x: Tensor, keep: Tensor | None, full: int, h: Tensor, c: Tensor, return_master: bool):
-        """The recurrence as a step loop under autograd: the reference the scan is tested against."""
+        """The recurrence as a step loop under autograd (CPU autocast; the tests' reference)."""
         b, n, _ = x.shape
         pre = self.ih(x).transpose(0, 1).contiguous()  # (N, B, width): every input projection at once
         step_mask = None if keep is None else keep.transpose(0, 1).unsqueeze(-1)  # (N, B, 1)
