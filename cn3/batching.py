@@ -2,7 +2,8 @@
 
 A batch is gathered straight from the columnar store (see :mod:`data_prep.store`) and densified
 with PyG's ``to_dense_batch`` (node attributes) and ``to_dense_adj`` (the edge-type matrix
-``e_ik``), which is what CN3 needs: it scores every pair.
+``e_ik``), which is what CN3 needs: it scores every pair. :class:`DeviceBatches` pads a whole
+split once, on the training device, and gathers the same batches there.
 """
 
 from __future__ import annotations
@@ -132,3 +133,84 @@ def item_lengths(dataset) -> list[int]:
     if "b.ptr" in t:
         lengths = torch.maximum(lengths, t["b.ptr"][1:] - t["b.ptr"][:-1])
     return lengths.tolist()
+
+
+class DeviceBatches:
+    """A split padded once into tensors on ``device``, from which a batch is a few gathers there
+    (``train.device_batches``): the same :class:`GraphBatch` as :func:`make_batch` builds on the host,
+    value for value, without collating on the host or copying to the device at every update.
+
+    Each side is padded to the split's longest item; a batch takes its rows and the first
+    ``longest in the batch`` positions (read from the store's offsets on the host, so nothing waits
+    for the device). ``index`` stays on the host, as :meth:`GraphBatch.to` leaves it.
+    """
+
+    def __init__(self, dataset, device: torch.device, chunk: int = 4096):
+        t = dataset.t
+        self.lengths = {side: t[f"{side}.ptr"][1:] - t[f"{side}.ptr"][:-1] for side in ("a", "b") if f"{side}.ptr" in t}
+        self.device = device
+        n = len(self.lengths["a"])
+        parts = [make_batch(dataset, list(range(i, min(i + chunk, n)))) for i in range(0, n, chunk)]
+        widths = {side: int(lengths.max()) for side, lengths in self.lengths.items()}
+        self.a = _stack_sides([p.a for p in parts], widths["a"], device)
+        self.b = _stack_sides([p.b for p in parts], widths["b"], device) if "b" in widths else None
+        for side in (self.a, self.b):
+            if side is not None and side.edge_type is not None and int(side.edge_type.max()) < 256:
+                side.edge_type = side.edge_type.to(torch.uint8)  # (items, N, N), the bulk, in a byte per pair
+        tagged = parts[0].y.dim() == 2
+        self.y = torch.cat([_pad("y", p.y, widths["a"]) if tagged else p.y for p in parts]).to(device)
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor the split is kept in."""
+        sides = [self.a] + ([self.b] if self.b is not None else [])
+        return [v for s in sides for f in fields(s) if (v := getattr(s, f.name)) is not None] + [self.y]
+
+    def __call__(self, indices: list[int]) -> GraphBatch:
+        index = torch.as_tensor(indices, dtype=torch.long)
+        rows = index.to(self.device, non_blocking=True)
+        width = {side: int(lengths[index].max()) for side, lengths in self.lengths.items()}
+        a = _take(self.a, rows, width["a"])
+        b = _take(self.b, rows, width["b"]) if self.b is not None else None
+        y = (self.y[:, : width["a"]] if self.y.dim() == 2 else self.y).index_select(0, rows)
+        return GraphBatch(a, b, y, index)
+
+    @staticmethod
+    def nbytes(dataset) -> int:
+        """What the split takes on the device, estimated from the store before anything is built."""
+        t = dataset.t
+        chars, spell = t["types.chars"].shape[1], t["types.spell"].shape[1]
+        total = 0
+        for side in ("a", "b"):
+            if f"{side}.ptr" in t:
+                ptr = t[f"{side}.ptr"]
+                items, width = len(ptr) - 1, int((ptr[1:] - ptr[:-1]).max())
+                # long ids, float spell, bool mask, a byte per edge type
+                per_token = 8 * (3 + chars) + 4 * spell + 1 + (f"{side}.head" in t) * width
+                total += items * width * per_token
+        return total
+
+
+def _pad(name: str, v: Tensor, width: int) -> Tensor:
+    """``v`` zero-padded (False for the mask) to ``width`` positions: along dim 1, and for
+    ``edge_type`` (``(B, N, N)``) along dim 2 as well."""
+    if name == "edge_type":
+        return torch.nn.functional.pad(v, [0, width - v.shape[2], 0, width - v.shape[1]])
+    return torch.nn.functional.pad(v, [0, 0] * (v.dim() - 2) + [0, width - v.shape[1]])
+
+
+def _stack_sides(parts: list[SideBatch], width: int, device) -> SideBatch:
+    """The sides of consecutive chunks as one, padded to ``width`` positions, on ``device``."""
+    return SideBatch(**{f.name: torch.cat([_pad(f.name, getattr(p, f.name), width) for p in parts]).to(device)
+                        if getattr(parts[0], f.name) is not None else None for f in fields(SideBatch)})
+
+
+def _take(side: SideBatch, rows: Tensor, width: int) -> SideBatch:
+    """The rows ``rows`` (on the device) of a padded side, cut to its first ``width`` positions."""
+
+    def take(name: str, v: Tensor) -> Tensor:
+        if name == "edge_type":
+            return v[:, :width, :width].index_select(0, rows).long()
+        return v[:, :width].index_select(0, rows)
+
+    return SideBatch(**{f.name: (take(f.name, v) if v is not None else None)
+                        for f in fields(side) for v in [getattr(side, f.name)]})

@@ -16,7 +16,7 @@ import torch
 
 from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
-from cn3.batching import GraphBatch, item_lengths, make_batch
+from cn3.batching import DeviceBatches, GraphBatch, item_lengths, make_batch
 from cn3.bucketing import bucketed_batches
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
@@ -151,8 +151,10 @@ class SentenceTask:
         self.adversary = (EmbeddingAdversary(self.model.nodes.word, t.adversarial) if t.adversarial else None)
         self.train_set, self.dev_set = ds.splits["train"], ds.splits["dev"]
         self.lengths = item_lengths(self.train_set)
+        self.device_collate = t.use_device_batches(device, DeviceBatches.nbytes(self.train_set))
         # the batch loader's collation; not a bound method, which would take the model to spawned workers
-        self.collate = partial(make_batch, self.train_set)
+        self.collate = (DeviceBatches(self.train_set, device) if self.device_collate
+                        else partial(make_batch, self.train_set))
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
@@ -244,8 +246,10 @@ def _train(cfg: RunConfig, run: RunDir, config_dict: dict, world: World, resume:
         atomic_write_json(run.vocab, vocab_dict)
     task = SentenceTask(cfg, ds, device, vocab_dict, command)
     processes = f", {world.size} processes" if world.active else ""
+    gathered = ", batches gathered on the device" if task.device_collate else ""
     state = start(task, run, resume, f"{cfg.model.encoder} on {ds.manifest['task']} "
-                                     f"({task.model.n_parameters():,} parameters, device {device}{processes})", world)
+                                     f"({task.model.n_parameters():,} parameters, device {device}{processes}{gathered})",
+                  world)
     with deterministic_algorithms(cfg.train.deterministic):
         return run_loop(task, cfg.train, run, config_dict, task.args.__dict__, state, world)
 

@@ -163,3 +163,23 @@ def test_a_checkpoint_carrying_a_pickled_object_is_refused(straight, tmp_path):
     (garbage / "best.pt").write_bytes(b"not a checkpoint")
     assert_clean_error(runner.invoke(app, ["predict", str(garbage), "Who ?", "--device", "cpu"]),
                        "is not a readable checkpoint")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False "
+                    "(test_a_cuda_run_resumes_with_its_rng_states_as_cpu_bytes simulates it)")
+def test_resume_on_cuda_ends_where_the_uninterrupted_run_ends(trec, tmp_path):
+    """On the GPU, under deterministic algorithms: bit for bit, CUDA RNG streams (dropout) included."""
+    common = ["train.deterministic=true", "train.loader_workers=0"]
+    runs = {}
+    for name, stop in (("straight", None), ("resumed", 18)):
+        cfg = resolve_config("trec", None, {"data.prepared": trec},
+                             [*COMMON, *common, *([f"train.max_steps={stop}"] if stop else [])])
+        train(cfg, tmp_path / name, device_name="cuda")
+        if stop:
+            cfg = resolve_config("trec", None, {"data.prepared": trec}, [*COMMON, *common])
+            train(cfg, tmp_path / name, resume=True, device_name="cuda")
+        runs[name] = load_checkpoint(tmp_path / name / "latest.pt")
+    a, b = runs["straight"], runs["resumed"]
+    assert a["state"]["step"] == b["state"]["step"] == 26 and a["rng"]["cuda"] is not None
+    for name, value in a["model"].items():
+        assert torch.equal(value, b["model"][name]), name

@@ -33,6 +33,7 @@ kernels' numerics and non-determinism; those are what the CUDA tests are for.
 
 from __future__ import annotations
 
+import copy
 import os
 import traceback
 import warnings
@@ -204,8 +205,11 @@ def build(name: str, level: str, cn3: CN3Options | None, seed: int = 0) -> tuple
 
 def run(encoder: torch.nn.Module, inputs: dict, device: str | None = None, seed: int = 1) -> dict:
     """Forward (training mode, dropout drawn from ``seed``) and backward, then an eval forward:
-    outputs and gradients. ``device``: where to move the inputs first (None: where they are)."""
-    inputs = {k: v if device is None else v.to(device) for k, v in inputs.items()}  # a copy: popped below
+    outputs and gradients. ``device``: where to move the inputs first (None: where they are).
+
+    The inputs are copied first, so ``x`` is a fresh leaf on every call: marking the caller's
+    tensor would make the next call's ``.to(device)`` copy of it a non-leaf, whose ``.grad`` stays None."""
+    inputs = {k: v.detach().clone().to(device or v.device) for k, v in inputs.items()}
     x = inputs.pop("x").requires_grad_()
     mask = inputs.pop("mask")
     encoder.train()
@@ -236,14 +240,20 @@ def test_encoder_on_cuda_matches_cpu(name, level, cn3, exact_fp32):
         for attr in ("dropout", "p", "attention_dropout"):
             if isinstance(getattr(module, attr, None), float):
                 setattr(module, attr, 0.0)
+    gpu_encoder = on_cuda(encoder)
     on_cpu = run(encoder, inputs)
-    encoder.zero_grad(set_to_none=True)
-    on_gpu = run(encoder.to("cuda"), inputs, "cuda")
+    on_gpu = run(gpu_encoder, inputs, "cuda")
     assert on_cpu.keys() == on_gpu.keys()
     for key, expected in on_cpu.items():
         got = on_gpu[key]
         assert got.device.type == "cuda", key
         torch.testing.assert_close(got.cpu(), expected, rtol=1e-3, atol=1e-4, msg=lambda m: f"{key}: {m}")
+
+
+def on_cuda(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` on CUDA, made before the CPU run: ``module.to("cuda")`` after it would
+    move the gradients that run left in the parameters, which its results hold, to CUDA too."""
+    return copy.deepcopy(module).to("cuda")
 
 
 def cuda_autocast_dtype() -> torch.dtype:
@@ -332,8 +342,9 @@ def test_crf_head_device_tracking():
 @needs_cuda
 def test_crf_head_on_cuda_matches_cpu(exact_fp32):
     head, h, mask, tags = crf_head_case()
+    gpu_head = on_cuda(head)
     on_cpu = crf_head_paths(head, h, mask, tags)
-    on_gpu = crf_head_paths(head.to("cuda"), h.cuda(), mask.cuda(), tags.cuda())
+    on_gpu = crf_head_paths(gpu_head, h.cuda(), mask.cuda(), tags.cuda())
     for key, expected in on_cpu.items():
         assert on_gpu[key].device.type == "cuda", key
         torch.testing.assert_close(on_gpu[key].cpu(), expected, rtol=1e-3, atol=1e-4, msg=lambda m: f"{key}: {m}")
@@ -397,9 +408,9 @@ def test_translation_on_cuda_matches_cpu(encoder, exact_fp32):
             if isinstance(getattr(module, attr, None), float):
                 setattr(module, attr, 0.0)
     src, tgt = sentences([6, 3, 5], 0), sentences([5, 4, 2], 1)
+    gpu_model = on_cuda(model)
     on_cpu = translate(model, src, tgt)
-    model.zero_grad(set_to_none=True)
-    on_gpu = translate(model.to("cuda"), src.cuda(), tgt.cuda())
+    on_gpu = translate(gpu_model, src.cuda(), tgt.cuda())
     for key, expected in on_cpu.items():
         got = on_gpu[key]
         if isinstance(expected, torch.Tensor):

@@ -21,7 +21,10 @@ gradients read through ``.grad``, optimizer state, norms). It counts
 
 Reads of tensors built on the host (the bucketed batch order from ``torch.randperm``, the CPU
 batch's lengths) are not device syncs and are not counted; nor is anything during collation
-(``adapter.collate``), which runs on the host, in the batch loader's workers on CUDA. An update runs from
+(``adapter.collate``), which runs on the host, in the batch loader's workers on CUDA. Under
+``train.device_batches`` collation gathers from the split padded on the device
+(:class:`cn3.batching.DeviceBatches`): its tensors count as device tensors and collation is watched
+like the rest of the update. An update runs from
 one ``optimizer.zero_grad`` to the next, so the log line, evaluation and checkpoint that follow an
 update count towards it. Evaluation and the final report read predictions by design and are not
 counted. The counting sees the calls made by Python code (the loop, the trainers, the models'
@@ -102,6 +105,9 @@ class DeviceCalls(TorchFunctionMode):
         for module in modules:
             for tensor in (*module.parameters(), *module.buffers()):
                 self.on_device[tensor] = True
+        if adapter.device_collate:
+            for tensor in adapter.collate.tensors():
+                self.on_device[tensor] = True
         self.update, self.paused = 0, False
         self.calls: dict[int, list[tuple[str, int]]] = defaultdict(list)
         self.evaluated: set[int] = set()
@@ -125,7 +131,8 @@ class DeviceCalls(TorchFunctionMode):
 
         adapter.optimizer.zero_grad = next_update
         adapter.evaluate, adapter.report = unwatched(evaluate, mark=True), unwatched(report)
-        adapter.collate = unwatched(collate)
+        if not adapter.device_collate:
+            adapter.collate = unwatched(collate)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -178,16 +185,18 @@ def check(calls: DeviceCalls, log_every: int, tolerated: str | None = None) -> N
         assert len(ours) <= allowed, f"update {u} ({'quiet' if u in quiet else 'logged'}): {Counter(ours)}"
 
 
-@pytest.mark.parametrize("ema, adversarial, precision", [(0.0, 0.0, "fp32"), (0.9, 0.05, "fp32"),
-                                                         (0.0, 0.0, "fp16")])
-def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkeypatch, ema, adversarial, precision):
+@pytest.mark.parametrize("ema, adversarial, precision, device_batches", [
+    (0.0, 0.0, "fp32", False), (0.9, 0.05, "fp32", False), (0.0, 0.0, "fp16", False), (0.0, 0.0, "fp32", True)])
+def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkeypatch, ema, adversarial, precision,
+                                                          device_batches):
     if precision == "fp16":  # the loss scaler's path on CPU (as tests/test_trainer.py's resume test)
         monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
     counters = watch(monkeypatch, cn3.trainer)
     cfg = resolve_config("trec", None, {"data.prepared": trec},
                          [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",
                           "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
-                          f"train.adversarial={adversarial}", f"train.precision={precision}"])
+                          f"train.adversarial={adversarial}", f"train.precision={precision}",
+                          f"train.device_batches={str(device_batches).lower()}"])
     cn3.trainer.train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=5, tolerated=SCALER if precision == "fp16" else None)
 

@@ -177,6 +177,7 @@ class TranslationTask:
     """The translation side of the training loop (see :class:`cn3.loop.TaskAdapter`)."""
 
     unit = "tgt tok"
+    device_collate = False  # batches are built on the host (LoopConfig.device_batches is the sentence tasks')
 
     def __init__(self, cfg: NMTConfig, tok: Tokenizer, train_data: EncodedPairs, val_data: EncodedPairs,
                  val_pairs: list, device: torch.device):
