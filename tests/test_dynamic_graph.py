@@ -1,5 +1,6 @@
-"""The CN3 dynamic-graph layer against its literal per-sentence reference, and the blockwise
-additive attention against plain broadcasting."""
+"""The CN3 dynamic-graph layer against its literal per-sentence reference (blockwise and dense
+paths; the fused kernel: tests/test_fused_energy.py), and the blockwise additive attention against
+plain broadcasting."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ def make_layer(use_v=True, use_edges=True, **kwargs):
 
 @pytest.mark.parametrize("use_v", [False, True])
 @pytest.mark.parametrize("use_edges", [False, True])
-@pytest.mark.parametrize("block_rows", [None, 1, 3])
-def test_layer_matches_reference(use_v, use_edges, block_rows):
-    layer = make_layer(use_v, use_edges, block_rows=block_rows)
+@pytest.mark.parametrize("block_rows, impl", [(None, "blockwise"), (1, "blockwise"), (3, "blockwise"),
+                                              (None, "dense")])
+def test_layer_matches_reference(use_v, use_edges, block_rows, impl):
+    layer = make_layer(use_v, use_edges, block_rows=block_rows, impl=impl)
     h, mask, v, edges = make_inputs([6, 3, 1], use_v=use_v, use_edges=use_edges)
     h.requires_grad_(True)
     out, alpha, gate = layer(h, mask, v, edges)

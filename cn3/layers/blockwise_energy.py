@@ -15,6 +15,15 @@ GEMV, the context GEMM) runs in the projections' dtype, which is where bf16 halv
 traffic; the softmax, the saved weights and every gradient accumulator stay fp32, so summing over
 thousands of blocks and rows does not lose precision; each gradient is returned in its input's
 dtype. In fp32 every cast below is a no-op.
+
+The dense path (the layer's ``impl="dense"``, its CUDA choice where Triton is missing) is this same
+function with blocks sized by :data:`DENSE_ELEMENTS` instead of :data:`BLOCK_ELEMENTS`: on a GPU a
+block costs ~15 kernel launches, so the small CPU blocks made 534 launches per step at 8 x 200 and
+1,607 at 1 x 1000 (issue 30) while the GPU idled. With the dense budget the energy of a whole batch
+is one broadcast ``q_i + k_k + E[t_ik]`` up to ``B N^2 e`` = 2^26 elements (64 x 20 and 8 x 200 at
+``e = 100``), and larger inputs are cut into query blocks of that size (1 x 1000: two, 1 x 5000: 38). The budget
+bounds memory: one ``(B, rows, Nk, e)`` buffer (256 MB in fp32) lives at a time, backward adds the
+``tanh_backward`` product in place, and what is saved stays the ``(B, N, N)`` weights.
 """
 
 from __future__ import annotations
@@ -30,9 +39,15 @@ from cn3.attention import attend, masked_softmax
 BLOCK_ELEMENTS = 1 << 21
 
 
-def default_block_rows(batch: int, n_keys: int, energy_dim: int) -> int:
-    """Query rows per block so that one block holds about :data:`BLOCK_ELEMENTS` elements."""
-    return max(1, BLOCK_ELEMENTS // max(1, batch * n_keys * energy_dim))
+#: Elements of one block on the dense path (256 MB in float32): a few launches per step up to
+#: 1 x 1000 at ``e = 100``, while leaving a GPU's memory to the model.
+DENSE_ELEMENTS = 1 << 26
+
+
+def default_block_rows(batch: int, n_keys: int, energy_dim: int, budget: int = BLOCK_ELEMENTS) -> int:
+    """Query rows per block so that one block holds about ``budget`` elements (default
+    :data:`BLOCK_ELEMENTS`; the dense path passes :data:`DENSE_ELEMENTS`)."""
+    return max(1, budget // max(1, batch * n_keys * energy_dim))
 
 
 def _block_tanh(buffer: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | None,

@@ -31,15 +31,58 @@ leaves the layer above exactly as it was:
   backward instead of one.
 * relative positions (:class:`DynamicGraphEncoder`, ``relative_positions = C``): the clipped offset
   ``clip(k - i, -C, C)`` joins the edge type, so ``e_ik`` also says where ``k`` lies from ``i``.
+
+Three implementations of the energy, softmax and messages (issue 30), the same function to
+rounding; ``impl`` picks one, ``auto`` by device (:func:`choose_impl`):
+
+* ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB, the CPU's
+  fastest, and ``auto``'s choice off CUDA.
+* ``dense``: the same autograd Function with blocks of :data:`~cn3.layers.blockwise_energy.DENSE_ELEMENTS`
+  (a whole batch at once up to that size), ``auto``'s choice on CUDA without Triton.
+* ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and one backward for all
+  heads, memory O(B N (d + e)) plus ``alpha`` when asked for; ``auto``'s choice on CUDA with Triton.
+  On CPU tensors it runs only in Triton's interpreter (tests).
+
+``alpha`` is the only O(B N^2) output: ``need_alpha=False`` returns None in its place, which lets the
+fused path skip writing it.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 from torch import Tensor, nn
 
 from cn3.attention import gated_mix
-from cn3.layers.blockwise_energy import additive_attention
+from cn3.layers.blockwise_energy import DENSE_ELEMENTS, additive_attention, default_block_rows
+
+#: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
+IMPLS = ("auto", "blockwise", "dense", "fused")
+
+
+def fused_available() -> bool:
+    """Triton is installed: what the fused kernel needs beyond a CUDA device."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def choose_impl(impl: str, device: torch.device) -> str:
+    """The path ``impl`` (one of :data:`IMPLS`) runs on ``device``.
+
+    ``auto``: ``fused`` on CUDA with Triton, ``dense`` on CUDA without it or under
+    ``torch.use_deterministic_algorithms`` (the fused backward sums with atomics, in no fixed
+    order), ``blockwise`` elsewhere (on the CPU it is the fastest). Other values are returned as
+    they are.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
+    if impl != "auto":
+        return impl
+    if device.type != "cuda":
+        return "blockwise"
+    if fused_available() and not torch.are_deterministic_algorithms_enabled():
+        return "fused"
+    return "dense"
 
 
 class DynamicGraphLayer(nn.Module):
@@ -64,6 +107,8 @@ class DynamicGraphLayer(nn.Module):
             ``u``, which is ``(H, e/H)`` (``(e,)`` for one head, so one-head checkpoints keep their
             keys and shapes). The edge-type embedding ``e_ik`` is shared: it is the input, and
             each head has its own columns of ``W`` for it.
+        impl: ``auto``, ``blockwise``, ``dense`` or ``fused`` (see the module docstring and
+            :func:`choose_impl`); an attribute, so it may be changed after construction.
 
     Shapes:
         - h: ``(B, N, d)``; mask: ``(B, N)`` bool, True at real nodes
@@ -72,13 +117,16 @@ class DynamicGraphLayer(nn.Module):
         - returns ``h' (B, N, d)``, ``alpha (B, N, N)``, ``gate (B, N, d)``; all three are
           zero at padded nodes, and ``alpha`` is zero on padded keys. Use ``gate.mean(-1)``
           for one number per node. With ``H > 1`` heads ``alpha`` is the mean of the heads'
-          weights, or with ``per_head=True`` the heads' own, ``(B, H, N, N)``.
+          weights, or with ``per_head=True`` the heads' own, ``(B, H, N, N)``; None with
+          ``need_alpha=False``.
     """
 
     def __init__(self, hidden: int, attr_dim: int = 0, n_edge_types: int = 0,
                  edge_dim: int = 32, energy_dim: int = 100, block_rows: int | None = None,
-                 init_range: float = 0.1, energy_heads: int = 1) -> None:
+                 init_range: float = 0.1, energy_heads: int = 1, impl: str = "auto") -> None:
         super().__init__()
+        choose_impl(impl, torch.device("cpu"))  # rejects an unknown name now, not at the first batch
+        self.impl = impl
         if energy_heads < 1 or hidden % energy_heads or energy_dim % energy_heads:
             raise ValueError(f"energy_heads={energy_heads} must be >= 1 and divide hidden={hidden} and "
                              f"energy_dim={energy_dim}")
@@ -109,8 +157,9 @@ class DynamicGraphLayer(nn.Module):
         return torch.cat([lin.weight for lin in blocks if lin is not None], dim=1)
 
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
-                per_head: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
         self._check(v, edge_type)
+        path = choose_impl(self.impl, h.device)
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
         if v is not None:
@@ -120,40 +169,54 @@ class DynamicGraphLayer(nn.Module):
         if edge_type is not None:
             # W_5 e_t once per edge type t; gathered per pair inside the blocks
             edge_vecs = self.lin_edge(self.edge_emb.weight)  # (T, e)
-        if self.energy_heads == 1:
-            # s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik]);  alpha_ik = softmax_k(s_ik) over real k;
-            # h~_i = sum_k alpha_ik h_k
-            context, alpha = additive_attention(query, key, self.u, h, key_mask=mask, query_mask=mask,
-                                                edge_vecs=edge_vecs, edge_type=edge_type,
-                                                block_rows=self.block_rows)  # (B, N, d), (B, N, N)
-            if per_head:
-                alpha = alpha.unsqueeze(1)  # (B, 1, N, N)
+        # s^h_ik = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik]);  alpha^h_ik = softmax_k(s^h_ik) over real k;
+        # h~_i = concat_h sum_k alpha^h_ik h_k[slice_h]
+        if path == "fused":
+            from cn3.layers.fused_energy import fused_additive_attention  # needs triton: only on this path
+
+            context, alpha = fused_additive_attention(query, key, self.u.view(self.energy_heads, -1), h, mask, mask,
+                                                      edge_vecs, edge_type, need_alpha)  # (B, N, d), (B, H, N, N)
         else:
-            context, alpha = self._heads(query, key, edge_vecs, h, mask, edge_type)  # (B, N, d), (B, H, N, N)
-            if not per_head:
-                alpha = alpha.mean(dim=1)  # (B, N, N)
+            context, alpha = self._heads(query, key, edge_vecs, h, mask, edge_type,
+                                         dense=path == "dense")  # (B, N, d), (B, H, N, N)
+        if need_alpha and not per_head:
+            # one head: the (B, N, N) weights themselves, no copy
+            alpha = alpha.squeeze(1) if self.energy_heads == 1 else alpha.mean(dim=1)  # (B, N, N)
         # g_i = sigmoid(W_g h_i + b)
         gate = torch.sigmoid(self.lin_gate(h))  # (B, N, d)
         # h'_i = g_i * h~_i + (1 - g_i) * h_i
         h_new = gated_mix(context, h, gate)  # (B, N, d)
         padded = ~mask.unsqueeze(-1)  # (B, N, 1)
-        return h_new.masked_fill(padded, 0.0), alpha, gate.masked_fill(padded, 0.0)
+        return h_new.masked_fill(padded, 0.0), alpha if need_alpha else None, gate.masked_fill(padded, 0.0)
 
     def _heads(self, query: Tensor, key: Tensor, edge_vecs: Tensor | None, h: Tensor, mask: Tensor,
-               edge_type: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Head by head: ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ E^h[t_ik]])`` over rows ``slice(e)``
-        of the projections, ``alpha^h = softmax_k(s^h)``, message ``sum_k alpha^h_ik h_k[slice(d)]``."""
-        heads, rows, width = self.energy_heads, self.u.shape[-1], self.hidden // self.energy_heads
+               edge_type: Tensor | None, dense: bool) -> tuple[Tensor, Tensor]:
+        """Head by head on the blockwise (or, ``dense``, the dense) path:
+        ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ E^h[t_ik]])`` over rows ``slice(e)`` of the
+        projections, ``alpha^h = softmax_k(s^h)``, message ``sum_k alpha^h_ik h_k[slice(d)]``.
+        Returns ``(B, N, d)`` and ``(B, H, N, N)``."""
+        if self.energy_heads == 1:  # the projections as they are: no slicing, no copies
+            slices = [(slice(None), slice(None))]
+        else:
+            rows, width = self.u.shape[-1], self.hidden // self.energy_heads
+            slices = [(slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width))
+                      for head in range(self.energy_heads)]
+        block_rows = self.block_rows
+        if block_rows is None and dense:
+            block_rows = default_block_rows(h.shape[0], h.shape[1], query.shape[-1] // self.energy_heads,
+                                            budget=DENSE_ELEMENTS)
         contexts, alphas = [], []
-        for head in range(heads):
-            e_rows, d_cols = slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width)
+        for head, (e_rows, d_cols) in enumerate(slices):
+            u = self.u if self.energy_heads == 1 else self.u[head]
             context, alpha = additive_attention(
-                query[..., e_rows].contiguous(), key[..., e_rows].contiguous(), self.u[head],
-                h[..., d_cols].contiguous(), key_mask=mask, query_mask=mask,
+                query[..., e_rows].contiguous(), key[..., e_rows].contiguous(), u, h[..., d_cols].contiguous(),
+                key_mask=mask, query_mask=mask,
                 edge_vecs=None if edge_vecs is None else edge_vecs[:, e_rows].contiguous(),
-                edge_type=edge_type, block_rows=self.block_rows)  # (B, N, d/H), (B, N, N)
+                edge_type=edge_type, block_rows=block_rows)  # (B, N, d/H), (B, N, N)
             contexts.append(context)
             alphas.append(alpha)
+        if len(slices) == 1:
+            return contexts[0], alphas[0].unsqueeze(1)
         return torch.cat(contexts, dim=-1), torch.stack(alphas, dim=1)  # (B, N, d), (B, H, N, N)
 
     def _check(self, v: Tensor | None, edge_type: Tensor | None) -> None:
@@ -166,8 +229,9 @@ class DynamicGraphLayer(nn.Module):
 
     def extra_repr(self) -> str:
         heads = f", energy_heads={self.energy_heads}" if self.energy_heads > 1 else ""
+        impl = f", impl={self.impl}" if self.impl != "auto" else ""
         return (f"hidden={self.hidden}, attr_dim={self.attr_dim}, "
-                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}{heads}")
+                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}{heads}{impl}")
 
 
 def relative_position_types(n: int, clip: int, device: torch.device | str | None = None) -> Tensor:
@@ -205,7 +269,7 @@ class DynamicGraphEncoder(nn.Module):
 
     Shapes:
         returns ``h (B, N, d)``, a list of ``L`` alphas ``(B, N, N)`` (with ``per_head=True``:
-        ``(B, H, N, N)``) and ``L`` gates ``(B, N, d)``.
+        ``(B, H, N, N)``; None with ``need_alpha=False``) and ``L`` gates ``(B, N, d)``.
     """
 
     def __init__(self, num_layers: int, hidden: int, relative_positions: int = 0, **layer_kwargs) -> None:
@@ -233,11 +297,11 @@ class DynamicGraphEncoder(nn.Module):
         return combined_edge_types(edge_type, h.shape[1], self.relative_positions, h.shape[0], h.device)
 
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
-                per_head: bool = False) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+                per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, list[Tensor] | None, list[Tensor]]:
         edge_type = self.edge_types(h, edge_type)
         alphas, gates = [], []
         for layer in self.layers:
-            h, alpha, gate = layer(h, mask, v, edge_type, per_head=per_head)
+            h, alpha, gate = layer(h, mask, v, edge_type, per_head=per_head, need_alpha=need_alpha)
             alphas.append(alpha)
             gates.append(gate)
-        return h, alphas, gates
+        return h, alphas if need_alpha else None, gates
