@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -180,11 +179,10 @@ def test_spacy_table_covers_every_parser_label():
 # --- stanza -------------------------------------------------------------------------------------
 
 
-def test_stanza_missing_models_is_a_fast_clear_error(tmp_path):
-    start = time.perf_counter()
+def test_stanza_missing_models_is_a_clear_error(tmp_path):
+    """(Before stanza or torch is imported: the next tests.)"""
     with pytest.raises(DataError) as info:
         make_annotator("stanza", stanza_dir=tmp_path)
-    assert time.perf_counter() - start < 1.0
     msg = str(info.value)
     assert str(tmp_path) in msg and "--stanza-dir" in msg
     assert "stanza.download('en'" in msg and "STANZA_RESOURCES_DIR" in msg
@@ -210,22 +208,20 @@ def test_stanza_env_dir_is_used(tmp_path, monkeypatch):
 
 def test_stanza_error_imports_neither_stanza_nor_torch(tmp_path):
     code = (
-        "import sys, time\n"
-        "t = time.perf_counter()\n"
+        "import sys\n"
         "from data_prep.annotators import make_annotator\n"
         "from data_prep.errors import DataError\n"
         "try:\n"
         f"    make_annotator('stanza', stanza_dir={str(tmp_path)!r})\n"
         "except DataError:\n"
-        "    print(time.perf_counter() - t, 'stanza' in sys.modules, 'torch' in sys.modules)\n"
+        "    print('stanza' in sys.modules, 'torch' in sys.modules)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "STANZA_RESOURCES_DIR"}
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    seconds, stanza_loaded, torch_loaded = out.stdout.split()
-    assert float(seconds) < 1.0
+    stanza_loaded, torch_loaded = out.stdout.split()
     assert stanza_loaded == "False" and torch_loaded == "False"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -105,11 +104,11 @@ def test_bad_conllu_head(tmp_path):
     assert_clean_error(result, "train.conllu", "line 2")
 
 
-def test_stanza_without_models_fails_fast_and_says_how(tmp_path, data_root):
-    start = time.perf_counter()
+def test_stanza_without_models_fails_and_says_how(tmp_path, data_root):
+    """Before annotating anything (nothing written; that it imports neither stanza nor torch first is
+    tests/test_annotators.py's)."""
     result = invoke("prepare", "--task", "trec", "--data", data_root, "--annotator", "stanza",
                     "--stanza-dir", tmp_path / "models", "--out", tmp_path / "o")
-    assert time.perf_counter() - start < 5
     assert_clean_error(result, "stanza", "--stanza-dir", str(tmp_path / "models"))
     assert not (tmp_path / "o").exists()
 
