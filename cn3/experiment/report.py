@@ -377,15 +377,15 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow(["variant", "task", "split", "selects_checkpoint", "metric", "mean", "std", "n", "paper",
-                         "minus_paper", "difference", "ci_low", "ci_high", "p_paired", "p_holm", "detectable_paired",
-                         "p_welch", "detectable_welch"])
+        writer.writerow(["variant", "task", "split", "metric", "mean", "std", "n", "paper", "minus_paper", "difference",
+                         "ci_low", "ci_high", "p_paired", "p_holm", "detectable_paired", "p_welch", "detectable_welch",
+                         "selects_checkpoint"])
         for r in records:
             t = r["test"] if r["test"] and "error" not in r["test"] else {}
-            writer.writerow([r["variant"], r["task"], r["split"], r["selects_checkpoint"], r["metric"], r["mean"],
-                             r["std"], r["n"], r["paper"], r["minus_paper"], t.get("difference"),
-                             *(t.get("ci95") or [None, None]), t.get("p"), t.get("p_holm"), t.get("detectable"),
-                             t.get("welch_p"), t.get("welch_detectable")])
+            writer.writerow([r["variant"], r["task"], r["split"], r["metric"], r["mean"], r["std"], r["n"], r["paper"],
+                             r["minus_paper"], t.get("difference"), *(t.get("ci95") or [None, None]), t.get("p"),
+                             t.get("p_holm"), t.get("detectable"), t.get("welch_p"), t.get("welch_detectable"),
+                             r["selects_checkpoint"]])
         return buffer.getvalue()
     notes = paper_notes(spec, budget)
     if fmt == "latex":
