@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# Everything worth knowing from a GPU machine in one run of at most 6 minutes (the steps' timeouts add
+# up to 360 s), each step under its own timeout, logs and one JSON summary (OUT_DIR/summary.json) in OUT_DIR:
+#
+#   bash scripts/gpu_check.sh OUT_DIR [--quick]
+#
+# 1. On the CPU machine, from the project root: prepare what it trains on (spaCy and gensim live here only)
+#    and bundle it into the git-ignored .gpu/ (see ../shared/gpu/README.md):
+#
+#      .venv/bin/python -m cli prepare --task trec --embeddings ../shared/data/glove/glove.6B.50d.top100k.txt.gz --out prepared/trec
+#      .venv/bin/python -m cli prepare --task snli --embeddings ../shared/data/glove/glove.6B.50d.top100k.txt.gz --out prepared/snli
+#      GPU_DATA="trec multi30k" bash ../shared/gpu/bundle.sh prepared/trec prepared/snli
+#
+# 2. On the GPU machine (carry [".gpu"]):   source .gpu/env.sh && bash scripts/gpu_check.sh "$OUT"
+#
+# It runs on a CPU too, taking the CPU paths; --quick (or GPU_CHECK_QUICK=1) shrinks every step so the
+# whole script is tested before a GPU is at hand:
+#
+#      CUDA_VISIBLE_DEVICES= bash scripts/gpu_check.sh /tmp/gpu-check --quick
+#
+# Steps and what summary.json keeps of each (beside its status, exit code and seconds):
+#   env          torch, CUDA and device names
+#   cuda_tests   tests/test_cuda_paths.py and every test file with CUDA-only tests, -k cuda: passed/failed/skipped
+#   gpu_layers   bench/gpu_layers.py --json (its JSON), or "missing" while that file does not exist
+#   trec         cn3 train --task trec (the shipped config): seconds, steps, dev and test accuracy
+#   steps        the sentence training step (SNLI, TREC), host-built batches against train.device_batches:
+#                items/s and ms per step, kernel launches, host syncs and aten operators per step
+#   multi30k     cn3 nmt train (nmt/small.yaml, hybrid), a short timed run: target tokens/s
+#   resume       a tiny TREC run stopped by SIGTERM and resumed against the same run uninterrupted
+#                (train.deterministic): same final weights bit for bit, same scores
+set -uo pipefail
+
+out=${1:?usage: scripts/gpu_check.sh OUT_DIR [--quick]}
+quick=${GPU_CHECK_QUICK:-0}
+[ "${2:-}" = "--quick" ] && quick=1
+mkdir -p "$out/steps"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python  # the CPU machine's environment; the GPU machine has python3
+prepared=${GPU_CHECK_PREPARED:-.gpu/prepared}
+[ -d "$prepared/trec" ] || prepared=prepared   # the CPU machine before bundling
+work=$(mktemp -d)                              # run directories: only their records come back
+trap 'rm -rf "$work"' EXIT
+export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}  # cuBLAS's deterministic mode
+export py prepared work out
+started=$(date +%s)
+
+# step NAME SECONDS COMMAND...: the command under its timeout, stdout and stderr into OUT/NAME.log, its
+# exit status and wall time (ms) into OUT/steps/NAME.status; a failed step does not stop the others.
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0; t0=$(date +%s%N)
+  echo "== $name (at most ${limit} s; $(( $(date +%s) - started )) s so far)"
+  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$rc $(( ($(date +%s%N) - t0) / 1000000 ))" > "$out/steps/$name.status"
+  tail -n 3 "$out/$name.log"
+  echo "   -> exit $rc"
+}
+
+if [ "$quick" = 1 ]; then
+  trec_set=(--set data.limit=300 --set train.epochs=1 --set model.hidden=32 --set model.char=none)
+  bench_steps=4; bench_warmup=2; nmt_steps=4
+  resume_set="--set data.limit=200 --set train.epochs=2"
+  test_filter=(-k "cuda and not encoder")
+else
+  trec_set=()
+  bench_steps=50; bench_warmup=10; nmt_steps=150
+  resume_set="--set data.limit=400 --set train.epochs=2"
+  test_filter=(-k cuda)
+fi
+
+step env 10 "$py" -c "
+import json, torch
+cuda = torch.cuda.is_available()
+info = {'torch': torch.__version__, 'cuda': torch.version.cuda, 'cuda_available': cuda,
+        'device': torch.cuda.get_device_name() if cuda else 'cpu', 'threads': torch.get_num_threads()}
+print(json.dumps(info))
+json.dump(info, open('$out/steps/env.json', 'w'))"
+
+# every test file with tests that run only where CUDA is
+cuda_tests=$(grep -l "cuda.is_available()" tests/test_*.py | tr '\n' ' ')
+step cuda_tests 60 "$py" -m pytest -q -rs -p no:cacheprovider "${test_filter[@]}" --junitxml="$out/steps/cuda_tests.xml" \
+  $cuda_tests
+
+# the layer benchmark (hybrid vs Transformer, ON-LSTM vs nn.LSTM, fp32 and bf16), under either name
+layers_bench=$(ls bench/gpu_layers.py bench/gpu_nmt_layers.py 2>/dev/null | head -n 1)
+if [ -n "$layers_bench" ]; then
+  step gpu_layers 80 "$py" "$layers_bench" --json "$out/steps/gpu_layers.json" $([ "$quick" = 1 ] && echo --quick)
+else
+  echo '"missing"' > "$out/steps/gpu_layers.json"
+  echo "== gpu_layers: bench/gpu_layers.py is missing"
+fi
+
+step trec 100 "$py" -m cli train --task trec --prepared "$prepared/trec" --run-dir "$work/trec" --device auto \
+  "${trec_set[@]}"
+cp "$work/trec/results.json" "$out/steps/trec.json" 2>/dev/null
+cp "$work/trec/metrics.jsonl" "$out/trec.metrics.jsonl" 2>/dev/null
+
+# The sentence training step as cn3.loop.run_loop runs it (zero_grad, forward and backward, clipping,
+# the optimizer), batches from the same batch loader, timed between device syncs; then the same steps
+# under the profiler (kernel launches and operators per step) and under CUDA's sync debug mode
+# (host syncs per step: each one leaves the GPU idle while Python catches up).
+step steps 35 "$py" - "$prepared" "$bench_steps" "$bench_warmup" "$out/steps/steps.json" <<'EOF'
+import json, sys, time, warnings
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from cn3.bucketing import batch_loader
+from cn3.resolve import resolve_config
+from cn3.runtime import resolve_device
+from cn3.trainer import SentenceTask
+from data_prep.dataset import load_prepared
+
+prepared, steps, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+device = resolve_device("auto")
+cuda = device.type == "cuda"
+
+
+def sync():
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def measure(task: str, device_batches: bool) -> dict:
+    cfg = resolve_config(task, None, {"data.prepared": f"{prepared}/{task}"},
+                         [f"train.device_batches={str(device_batches).lower()}"])
+    ds = load_prepared(cfg.data.prepared)
+    adapter = SentenceTask(cfg, ds, device, {})
+    t = cfg.train
+    batches = adapter.batches(0)[: warmup + 3 * steps]
+    on_host = not adapter.device_collate
+    loader = iter(batch_loader(adapter.collate, batches, t.workers(device) if on_host else 0,
+                               pin_memory=on_host and cuda))
+    todo = iter(batches)
+    adapter.model.train()
+
+    def update():
+        indices, batch = next(todo), next(loader)
+        adapter.optimizer.zero_grad(set_to_none=True)
+        adapter.train_step(batch, len(indices))
+        torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.clip)
+        adapter.optimizer.step()
+        adapter.after_update()
+        return len(indices)
+
+    for _ in range(warmup):
+        update()
+    sync()
+    start = time.perf_counter()
+    items = sum(update() for _ in range(steps))
+    sync()
+    seconds = time.perf_counter() - start
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for _ in range(steps):
+            update()
+        sync()
+    events = prof.events()
+    launches = sum(e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
+                   for e in events)
+    ops = sum(e.name.startswith("aten::") for e in events)
+    syncs = None
+    if cuda:
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(steps):
+                update()
+        torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message) for w in caught) / steps
+    return {"items_per_s": round(items / seconds, 1), "ms_per_step": round(1e3 * seconds / steps, 2),
+            "batch_size": t.batch_size, "device_batches": adapter.device_collate,
+            "kernel_launches_per_step": round(launches / steps, 1) if cuda else None,
+            "host_syncs_per_step": syncs, "aten_ops_per_step": round(ops / steps, 1)}
+
+
+report = {"device": str(device), "steps": steps}
+for task in ("snli", "trec"):
+    report[task] = {"host_batches": measure(task, False), "device_batches": measure(task, True)}
+    print(task, json.dumps(report[task]))
+json.dump(report, open(out, "w"), indent=1)
+EOF
+
+# Multi30k: a short timed translation run; the rate is the loop's own (target tokens per second over
+# the epoch so far), read from its last log line. --quick trains on 2,000 pairs of the same files.
+nmt_args=(--encoder hybrid --run-dir "$work/nmt" --device auto --set train.max_steps=$nmt_steps
+          --set train.log_every=$(( nmt_steps / 2 )) --set train.final_splits=[] --set train.eval_beam=1)
+if [ "$quick" = 1 ]; then
+  m30k=${CN3_DATA:-../shared/data}/multi30k/raw
+  zcat "$m30k/train.en.gz" | head -n 2000 > "$work/train.en"
+  zcat "$m30k/train.de.gz" | head -n 2000 > "$work/train.de"
+  nmt_args+=(--src "$work/train.en" --tgt "$work/train.de" --set data.valid_size=20 --set train.max_tokens=1024
+             --set model.d_model=64 --set model.ff=128 --set data.vocab_size=500)
+fi
+step multi30k 35 "$py" -m cli nmt train "${nmt_args[@]}"
+"$py" - "$work/nmt/log.txt" "$out/steps/multi30k.json" <<'EOF'
+import json, re, sys
+from pathlib import Path
+
+log = Path(sys.argv[1])
+rates = re.findall(r"step (\d+): .*? ([\d,]+) tgt tok/s", log.read_text()) if log.is_file() else []
+step, rate = rates[-1] if rates else (None, None)
+json.dump({"tgt_tokens_per_s": int(rate.replace(",", "")) if rate else None, "at_step": int(step) if step else None},
+          open(sys.argv[2], "w"))
+EOF
+
+# Interrupted and resumed against uninterrupted: the same tiny run twice, the second stopped by SIGTERM
+# (as a job scheduler or `cn3 experiment run` stops it) once latest.pt exists, then resumed.
+export resume_set
+resume_run() {
+  # shellcheck disable=SC2086  # resume_set: --set flags, split on spaces
+  "$py" -m cli train --task trec --prepared "$prepared/trec" --device auto --set train.deterministic=true \
+    --set model.hidden=32 --set model.char=none --set train.batch_size=16 --set train.checkpoint_every=5 \
+    $resume_set "$@"
+}
+resume_check() {
+  resume_run --run-dir "$work/straight" || return 1
+  resume_run --run-dir "$work/cut" & local pid=$!
+  until [ -f "$work/cut/latest.pt" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+  kill -TERM $pid 2>/dev/null; wait $pid; echo "interrupted run exited with $?"
+  resume_run --run-dir "$work/cut" --resume || return 1
+  "$py" - "$work/straight" "$work/cut" "$out/steps/resume.json" <<'EOF'
+import json, sys
+from pathlib import Path
+
+import torch
+
+from cn3.runtime import load_checkpoint
+
+a, b = (load_checkpoint(Path(d) / "latest.pt") for d in sys.argv[1:3])
+log = (Path(sys.argv[2]) / "log.txt").read_text()
+same = [torch.equal(v, b["model"][k]) for k, v in a["model"].items()]
+diff = max(float((v.double() - b["model"][k].double()).abs().max()) for k, v in a["model"].items())
+scores = [json.loads((Path(d) / "results.json").read_text())["scores"] for d in sys.argv[1:3]]
+report = {"interrupted": "interrupted at step" in log, "resumed": "resuming" in log,
+          "steps": [a["state"]["step"], b["state"]["step"]], "weights_equal": all(same), "max_abs_diff": diff,
+          "scores_equal": scores[0] == scores[1],
+          "test": [s["test"]["score"] for s in scores], "dev": [s["dev"]["score"] for s in scores]}
+print(json.dumps(report))
+json.dump(report, open(sys.argv[3], "w"))
+EOF
+}
+step resume 40 bash -c "$(declare -f resume_run resume_check); resume_check"
+
+# summary.json: every step's status, exit code and seconds with what it measured
+"$py" - "$out" "$(( $(date +%s) - started ))" "$quick" <<'EOF'
+import json, sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+out, total, quick = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+summary = {"seconds": total, "quick": quick, "steps": {}}
+for status in sorted((out / "steps").glob("*.status"), key=lambda p: p.stat().st_mtime):
+    rc, ms = (int(x) for x in status.read_text().split())
+    entry = {"status": "ok" if rc == 0 else "timeout" if rc in (124, 137) else "failed", "rc": rc,
+             "seconds": round(ms / 1000, 1), "log": f"{status.stem}.log"}
+    summary["steps"][status.stem] = entry
+for name in ("env", "gpu_layers", "steps", "multi30k", "resume", "trec"):
+    path = out / "steps" / f"{name}.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            data = {"unreadable": path.name}
+        if name == "trec":  # results.json: keep the figures, not the predictions
+            data = {"seconds": data.get("seconds"), "steps": data.get("steps"), "device": data.get("device"),
+                    **{split: s["score"] for split, s in data.get("scores", {}).items()}}
+        summary["steps"].setdefault(name, {})["result"] = data
+xml = out / "steps" / "cuda_tests.xml"
+if xml.is_file():
+    suite = ET.parse(xml).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    counts["passed"] = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    summary["steps"]["cuda_tests"]["result"] = counts
+(out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+print(json.dumps(summary, indent=1))
+EOF
+echo "gpu_check: $(( $(date +%s) - started )) s; summary in $out/summary.json"
