@@ -1,7 +1,8 @@
 """``cn3 prepare``: read a task, annotate it, build vocabularies and graphs, write them atomically.
 
 The output directory is self-describing: ``manifest.json`` (task, sources with sha256, annotator
-and version, counts, vocab sizes, labels, tag scheme, settings, statistics), ``vocab.json``,
+and version, counts, vocab sizes, labels, tag scheme, settings, statistics; ``held_out`` when the
+loader carved a split out of another, as SST-2's test out of its train sentences), ``vocab.json``,
 ``{split}.pt`` (columnar tensors, :mod:`data_prep.store`), ``{split}.jsonl`` (tokens and
 provenance) and, with ``--embeddings``, ``embeddings.pt``. Nothing but the train split decides the
 vocabularies: the lower-cased one holds the train words seen ``min_freq`` times or having a pretrained
@@ -317,6 +318,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
 
         with console.status(f"reading {spec.name}"):
             splits = spec.load(root, options)
+        held_out = getattr(splits, "held_out", None)  # a split carved out of another (SST-2's test)
         splits = {name: splits[name] for name in SPLITS if name in splits}
         if not splits.get("train"):
             raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
@@ -374,6 +376,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
                 "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
                 "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
                              "options": options.as_dict()},
+                **({"held_out": held_out} if held_out else {}),
                 "embeddings": embeddings_info,
                 "statistics": stats,
                 "fingerprint": fingerprint,
