@@ -4,7 +4,7 @@ Per task the score is the test split's when every finished cell of the task has 
 (SST here has no test labels), and BLEU on ``test2016`` (else ``val``) for translation; the header
 names the split. For each variant against the baseline, per task:
 
-* a **paired test** on per-example predictions (``RUN/predictions/<split>.jsonl``), the seeds both
+* a **paired test** on per-example predictions (``RUN/predictions/<split>.json.xz``, :func:`cn3.run_dir.load_predictions`), the seeds both
   have pooled (seed s of the variant paired with seed s of the baseline on the same items):
   approximate randomization for accuracy, span F1 and token accuracy, sacreBLEU's paired test for
   BLEU (:mod:`cn3.stats`), with the 95% bootstrap interval of the difference;

@@ -285,7 +285,7 @@ def _corpus_name(cfg: NMTConfig) -> str:
 
 def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
     """Score the best checkpoint on ``train.final_splits``, keep its translations (plain and, with their
-    references, as ``predictions/<split>.jsonl``); write ``results.json`` and print a table."""
+    references, as ``predictions/<split>.json.xz``); write ``results.json`` and print a table."""
     from rich.table import Table
 
     if not run.best.is_file():
