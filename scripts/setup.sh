@@ -14,7 +14,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -n
     echo "setup: installing into .venv (log: .venv/setup.log)" >&2
     {
         .venv/bin/pip install --disable-pip-version-check "$TORCH_SPEC" &&
-        .venv/bin/pip install --disable-pip-version-check -e ".[spacy,dev]" &&
+        .venv/bin/pip install --disable-pip-version-check -e ".[spacy,dev,ray,slurm]" &&
         .venv/bin/pip install --disable-pip-version-check "triton>=3.2"  # the gpu extra: fused-kernel tests (interpreter)
     } >.venv/setup.log 2>&1 || { tail -n 30 .venv/setup.log >&2; exit 1; }
     touch "$stamp"

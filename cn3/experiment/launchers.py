@@ -183,9 +183,7 @@ class RayLauncher(Launcher):
             # cells write their own logs: the workers' output on this console would break the live table
             self.ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
             self.started = True
-        env = {k: v for k, v in os.environ.items() if k.startswith("CN3_")}
-        self.task = self.ray.remote(max_calls=1, max_retries=0)(_ray_cell).options(
-            num_cpus=self.cpus, num_gpus=self.gpus, runtime_env={"env_vars": env} if env else None)
+        self.task = self.ray.remote(max_calls=1, max_retries=0)(_ray_cell)
 
     def default_threads(self, jobs: int | None) -> int:
         return max(1, int(self.cpus))
@@ -198,7 +196,9 @@ class RayLauncher(Launcher):
     def start(self, cell: Cell, threads: int) -> Job:
         self.open()
         offset = _log_size(cell)
-        ref = self.task.options(name=cell.name).remote(cell, threads, os.getcwd())
+        env = {k: v for k, v in os.environ.items() if k.startswith("CN3_")}
+        ref = self.task.options(name=cell.name, num_cpus=self.cpus, num_gpus=self.gpus,
+                                runtime_env={"env_vars": env} if env else None).remote(cell, threads, os.getcwd())
         return Job(cell, ref, offset)
 
     def finished(self, jobs: list[Job]) -> list[Job]:
