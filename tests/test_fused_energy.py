@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -27,10 +28,26 @@ CUDA = torch.device("cuda")
 @pytest.mark.parametrize("triton, deterministic, expected", [
     (True, False, "fused"), (False, False, "dense"), (True, True, "dense")])
 def test_auto_picks_by_device_and_availability(monkeypatch, triton, deterministic, expected):
+    monkeypatch.delenv("CN3_ATTENTION_IMPL", raising=False)
     monkeypatch.setattr(dynamic_graph, "fused_available", lambda: triton)
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     assert choose_impl("auto", CUDA) == expected
     assert choose_impl("auto", torch.device("cpu")) == "blockwise"  # the CPU's fastest, Triton or not
+
+
+def test_auto_keeps_wide_heads_off_the_fused_kernel(monkeypatch):
+    monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
+    assert choose_impl("auto", CUDA, width=dynamic_graph.FUSED_MAX_WIDTH) == "fused"
+    assert choose_impl("auto", CUDA, width=dynamic_graph.FUSED_MAX_WIDTH + 1) == "dense"
+
+
+def test_environment_overrides_auto_only(monkeypatch):
+    monkeypatch.setenv("CN3_ATTENTION_IMPL", "dense")
+    assert choose_impl("auto", torch.device("cpu")) == "dense"
+    assert choose_impl("blockwise", torch.device("cpu")) == "blockwise"
+    monkeypatch.setenv("CN3_ATTENTION_IMPL", "fast")
+    with pytest.raises(ValueError, match="CN3_ATTENTION_IMPL must be one of"):
+        choose_impl("auto", torch.device("cpu"))
 
 
 def test_explicit_impl_overrides_and_unknown_is_refused(monkeypatch):
@@ -49,6 +66,7 @@ def test_explicit_impl_overrides_and_unknown_is_refused(monkeypatch):
 def test_layer_runs_the_chosen_path_on_cpu(monkeypatch, impl, budget):
     """On the CPU ``auto`` is the blockwise path (blocks of about BLOCK_ELEMENTS, chosen inside
     ``additive_attention``); ``dense`` passes blocks of the dense budget."""
+    monkeypatch.delenv("CN3_ATTENTION_IMPL", raising=False)
     calls = []
     real = dynamic_graph.additive_attention
 
@@ -95,6 +113,24 @@ def test_interpreter_cases():
                             text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+
+
+def test_gpu_bench_runs_quick_on_cpu(tmp_path):
+    """``bench/gpu_layers.py --quick`` (tiny shapes, no fused column without CUDA or the
+    interpreter) writes its JSON summary; without ``--quick`` and CUDA it stops with a message."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    out = tmp_path / "summary.json"
+    subprocess.run([sys.executable, "bench/gpu_layers.py", "--quick", "--repeats", "1", "--json", str(out)],
+                   cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    summary = json.loads(out.read_text())
+    assert summary["quick"] and summary["device"].startswith("CPU")
+    rows = {(r["B"], r["N"], r["dtype"], r["impl"]) for r in summary["results"]}
+    assert {(4, 12, "fp32", "blockwise"), (1, 40, "bf16", "dense"), (4, 12, "bf16", "mha")} <= rows
+    if not torch.cuda.is_available():
+        result = subprocess.run([sys.executable, "bench/gpu_layers.py"], cwd=REPO, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode != 0 and "no CUDA device" in result.stderr
 
 
 needs_cuda_triton = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON),

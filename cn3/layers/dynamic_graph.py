@@ -43,6 +43,7 @@ rounding; ``impl`` picks one, ``auto`` by device (:func:`choose_impl`):
   heads, memory O(B N (d + e)) plus ``alpha`` when asked for; ``auto``'s choice on CUDA with Triton.
   On CPU tensors it runs only in Triton's interpreter (tests).
 
+``CN3_ATTENTION_IMPL`` in the environment overrides ``auto`` for every layer of a run.
 ``alpha`` is the only O(B N^2) output: ``need_alpha=False`` returns None in its place, which lets the
 fused path skip writing it.
 """
@@ -50,6 +51,7 @@ fused path skip writing it.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import torch
 from torch import Tensor, nn
@@ -59,6 +61,9 @@ from cn3.layers.blockwise_energy import DENSE_ELEMENTS, additive_attention, defa
 
 #: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
 IMPLS = ("auto", "blockwise", "dense", "fused")
+#: The widest value slice per head (``hidden / energy_heads``) ``auto`` gives the fused kernel: its
+#: ``(rows, width)`` accumulators live in registers (the width padded to a power of two).
+FUSED_MAX_WIDTH = 512
 
 
 def fused_available() -> bool:
@@ -66,21 +71,26 @@ def fused_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def choose_impl(impl: str, device: torch.device) -> str:
-    """The path ``impl`` (one of :data:`IMPLS`) runs on ``device``.
+def choose_impl(impl: str, device: torch.device, width: int = 0) -> str:
+    """The path ``impl`` (one of :data:`IMPLS`) runs on ``device`` for value slices of ``width``.
 
-    ``auto``: ``fused`` on CUDA with Triton, ``dense`` on CUDA without it or under
-    ``torch.use_deterministic_algorithms`` (the fused backward sums with atomics, in no fixed
-    order), ``blockwise`` elsewhere (on the CPU it is the fastest). Other values are returned as
-    they are.
+    ``auto``: the environment's ``CN3_ATTENTION_IMPL`` when set (a way to switch every layer of a
+    run without touching its config); else ``fused`` on CUDA with Triton, ``dense`` on CUDA
+    without it, under ``torch.use_deterministic_algorithms`` (the fused backward sums with
+    atomics, in no fixed order) or above :data:`FUSED_MAX_WIDTH`; ``blockwise`` elsewhere (on the
+    CPU it is the fastest). Other values are returned as they are.
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
+    if impl == "auto":
+        impl = os.environ.get("CN3_ATTENTION_IMPL", "auto")
+        if impl not in IMPLS:
+            raise ValueError(f"CN3_ATTENTION_IMPL must be one of {', '.join(IMPLS)}, got {impl!r}")
     if impl != "auto":
         return impl
     if device.type != "cuda":
         return "blockwise"
-    if fused_available() and not torch.are_deterministic_algorithms_enabled():
+    if fused_available() and not torch.are_deterministic_algorithms_enabled() and width <= FUSED_MAX_WIDTH:
         return "fused"
     return "dense"
 
@@ -125,7 +135,8 @@ class DynamicGraphLayer(nn.Module):
                  edge_dim: int = 32, energy_dim: int = 100, block_rows: int | None = None,
                  init_range: float = 0.1, energy_heads: int = 1, impl: str = "auto") -> None:
         super().__init__()
-        choose_impl(impl, torch.device("cpu"))  # rejects an unknown name now, not at the first batch
+        if impl not in IMPLS:  # now, not at the first batch
+            raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
         self.impl = impl
         if energy_heads < 1 or hidden % energy_heads or energy_dim % energy_heads:
             raise ValueError(f"energy_heads={energy_heads} must be >= 1 and divide hidden={hidden} and "
@@ -159,7 +170,7 @@ class DynamicGraphLayer(nn.Module):
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
                 per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
         self._check(v, edge_type)
-        path = choose_impl(self.impl, h.device)
+        path = choose_impl(self.impl, h.device, self.hidden // self.energy_heads)
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
         if v is not None:
