@@ -42,7 +42,7 @@ def read_worker(log: Path, offset: int) -> str | None:
             head = f.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return None
-    for line in head.splitlines()[:4]:
+    for line in head.splitlines():
         if line.startswith(WORKER_MARK):
             return line[len(WORKER_MARK):].strip()
     return None

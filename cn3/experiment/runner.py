@@ -154,6 +154,7 @@ def _on_worker(state: CellState) -> bool:
 def _finish(state: CellState) -> None:
     cell, job = state.cell, state.job
     state.seconds = time.time() - (state.started or state.submitted)
+    state.worker = state.worker or job.find_worker()  # a cell may end before the runner saw it start
     state.job = None
     if job.rc == 0 and (cell.run_dir / "results.json").is_file():
         state.state, state.score = "done", _score(cell)
