@@ -69,7 +69,8 @@ def _cells(spec_name: str, budget: str | None, out: Path, only: list[str] | None
 
 
 def parse_slurm_options(values: list[str] | None) -> dict[str, str]:
-    """``["account=proj", "mem=16G"]`` -> ``{"account": "proj", "mem": "16G"}`` (sbatch's ``--account=proj --mem=16G``)."""
+    """``["account=proj", "mem=16G"]`` -> ``{"account": "proj", "mem": "16G"}``: sbatch's
+    ``--account=proj --mem=16G``."""
     options = {}
     for text in values or []:
         key, sep, value = text.partition("=")
@@ -139,11 +140,12 @@ def run_command(
                                "and one machine per --out; --no-reuse trains every cell itself."),
     launcher: LauncherName = typer.Option(LauncherName.local, "--launcher", "-l", help="What trains the cells: "
                                           "processes on this machine; Ray tasks on a Ray cluster (pip install "
-                                          "'cn3[ray]'); or Slurm jobs through submitit (pip install 'cn3[slurm]'). "
+                                          "'cn3\\[ray]'); or Slurm jobs through submitit (pip install 'cn3\\[slurm]'). "
                                           "Ray and Slurm need --out, the data and cn3 on a file system every worker "
                                           "sees (README: Grids on a cluster)."),
-    address: str = typer.Option(None, "--address", help="ray: the cluster to send cells to, e.g. ray://head:10001 "
-                                "or head:6379 (default: $RAY_ADDRESS, else a Ray started on this machine for the run)."),
+    address: str = typer.Option(None, "--address", help="ray: the cluster to send cells to, e.g. head:6379 or "
+                                "ray://head:10001 (default: $RAY_ADDRESS, else a Ray started on this machine for "
+                                "the run)."),
     cpus: float = typer.Option(None, "--cpus-per-cell", min=0.01, help="ray, slurm: CPUs reserved for each cell "
                                "(default: --threads, else 1)."),
     gpus: float = typer.Option(None, "--gpus-per-cell", min=0, help="ray, slurm: GPUs for each cell (default 0: "

@@ -52,14 +52,16 @@ def prepared(tmp_path_factory, data_root):
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A Ray of two CPUs started by the test process, which the launcher then uses as it is; its
-    sockets in a short temporary directory (a Unix socket path has at most 107 bytes)."""
+    sockets in a short temporary directory (a Unix socket path has at most 107 bytes). Its one GPU
+    exists for Ray's scheduling only: cells asking for half of it share it and are shown it
+    (CUDA_VISIBLE_DEVICES=0), and the CPU build of torch trains them on the CPU all the same."""
     import ray
 
     temp = tempfile.mkdtemp(prefix="cn3ray-", dir="/tmp")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_AUTH_MODE", "disabled")  # else Ray writes a token under ~/.ray
         patch.delenv("RAY_ADDRESS", raising=False)
-        ray.init(num_cpus=2, _temp_dir=temp, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=2, num_gpus=1, _temp_dir=temp, include_dashboard=False, log_to_driver=False)
         try:
             yield ray
         finally:
@@ -90,14 +92,15 @@ def results(spec: Path, runs: Path) -> dict:
 def test_a_grid_through_ray_gives_the_local_report(local_grid, ray_cluster, tmp_path):
     spec, local_runs = local_grid
     runs = tmp_path / "runs"
-    result = invoke("experiment", "run", spec, "--launcher", "ray", "--cpus-per-cell", "1", "--out", runs)
+    result = invoke("experiment", "run", spec, "--launcher", "ray", "--cpus-per-cell", "1", "--gpus-per-cell", "0.5",
+                    "--out", runs)
     assert result.exit_code == 0, result.output
     assert results(spec, runs) == results(spec, local_runs)  # same cells, same numbers at the same seeds
     assert report_of(spec, runs) == report_of(spec, local_runs)
     record = json.loads((runs / "tiny" / "grid.json").read_text())
     assert record["invocations"][0]["launcher"] == "ray" and record["invocations"][0]["threads"] == 1
     workers = {entry["worker"] for entry in record["cells"].values()}
-    assert len(workers) == 4 and all("ray node" in w and "gpu" not in w for w in workers)  # a fresh worker each, no GPU
+    assert len(workers) == 4 and all("ray node" in w and w.endswith("gpu 0") for w in workers)  # a fresh worker each
     assert "4/4 cells finished" in invoke("experiment", "run", spec, "--launcher", "ray", "--out", runs).output
 
 
@@ -140,7 +143,8 @@ def test_a_cell_whose_worker_was_killed_continues_when_the_grid_is_run_again(ray
     while not (cell.run_dir / "latest.pt").is_file():
         assert grid.is_alive() and time.time() < deadline
         time.sleep(0.05)
-    worker = re.search(r"# worker: .* pid (\d+)", (cell.run_dir / "experiment.log").read_text())
+    log = (cell.run_dir / "experiment.log").read_text()
+    worker = re.search(r"# worker: .* pid (\d+) ray node \w+\n", log)  # no GPU asked for, none shown
     os.kill(int(worker.group(1)), signal.SIGKILL)
     grid.join(120)
     assert not grid.is_alive()
