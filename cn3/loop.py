@@ -32,7 +32,9 @@ from __future__ import annotations
 import importlib
 import math
 import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -44,7 +46,7 @@ from cn3.bucketing import batch_loader
 from cn3.config import ConfigError
 from cn3.distributed import SINGLE, World, check_world_size, step_seed
 from cn3.run_dir import RunDir
-from cn3.runtime import restore_checkpoint, rng_state, seed_everything, sigterm_as_interrupt
+from cn3.runtime import restore_checkpoint, rng_state, seed_everything
 from data_prep.atomic import atomic_torch_save
 from data_prep.console import progress
 
@@ -263,6 +265,46 @@ class Scalars:
             self.writer.close()
 
 
+class Interrupts:
+    """Ctrl-C and SIGTERM (``kill``, job schedulers, ``cn3 experiment run``) as ``KeyboardInterrupt``,
+    after which the loop writes ``latest.pt``, held back while an update and its bookkeeping run
+    (:meth:`held`): one arriving mid-update would leave weights, optimizer, RNG streams (dropout
+    drawn) and step counters from different moments in the checkpoint, and the resumed run would
+    not be the uninterrupted one. A second signal within the same update raises at once (``torn``:
+    the state is not whole, so ``latest.pt`` is not rewritten). Installed from the main thread only,
+    where signal handlers can be; restored by :meth:`restore`."""
+
+    def __init__(self):
+        self.holding = self.pending = self.torn = False
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.previous[number] = signal.signal(number, self._interrupt)
+
+    def _interrupt(self, signum, frame) -> None:
+        if self.holding and not self.pending:
+            self.pending = True
+            return
+        self.torn = self.holding
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def held(self):
+        """A block that a signal does not interrupt: it raises when the block is done."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+
 def draw_curves(run: RunDir) -> None:
     """``RUN/curves.png`` from ``metrics.jsonl``. A figure is a convenience: a failure to draw it
     (a broken matplotlib, a full disk) is a warning in the log, never a failed training."""
@@ -451,7 +493,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
 
     start_time = time.perf_counter() - state["seconds"]
     stopped = bool(t.max_steps and state["step"] >= t.max_steps)  # resumed with nothing left to do
-    previous_sigterm = sigterm_as_interrupt()
+    interrupts = Interrupts()
     try:
         with progress(transient=False) as bar:
             while state["epoch"] < t.epochs and not stopped:
@@ -472,23 +514,25 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                         checkpoint(run.latest)
                 first = len(batches) if stopped else state["batch_in_epoch"]  # stopped: no update
                 for b, whole, (own, real), batch in epoch_updates(batches, first):
-                    lr = update(batch, whole, own, real, running, epoch)
-                    state["step"] += 1
-                    state["batch_in_epoch"] = b + 1
-                    log_due = bool(t.log_every and state["step"] % t.log_every == 0)
-                    eval_due = b + 1 in eval_points
-                    if log_due or eval_due or loss_due(bar, shown_at):
-                        loss_text, shown_at = f"loss {running.mean():.3f}", time.perf_counter()
-                    rate = (f"{loss_text} lr {lr:.2e} "
-                            f"{running.count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s")
-                    bar.update(task, completed=b + 1, rate=rate)
-                    if log_due:
-                        run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
-                    if log_due or eval_due:
-                        scalars.train(state["step"], running.mean(), lr)
-                    if eval_due:
-                        state["eval_due"] = True  # before any collective that a lost rank could break
-                        state["eval_train_loss"] = train_loss = mean_over_ranks(running)
+                    with interrupts.held():  # a checkpoint holds whole updates only
+                        lr = update(batch, whole, own, real, running, epoch)
+                        state["step"] += 1
+                        state["batch_in_epoch"] = b + 1
+                        log_due = bool(t.log_every and state["step"] % t.log_every == 0)
+                        eval_due = b + 1 in eval_points
+                        if log_due or eval_due or loss_due(bar, shown_at):
+                            loss_text, shown_at = f"loss {running.mean():.3f}", time.perf_counter()
+                        rate = (f"{loss_text} lr {lr:.2e} "
+                                f"{running.count / max(time.perf_counter() - tick, 1e-9):,.0f} {adapter.unit}/s")
+                        bar.update(task, completed=b + 1, rate=rate)
+                        if log_due:
+                            run.log(f"epoch {epoch + 1} batch {b + 1}/{len(batches)} step {state['step']}: {rate}")
+                        if log_due or eval_due:
+                            scalars.train(state["step"], running.mean(), lr)
+                        if eval_due:
+                            state["eval_due"] = True  # before any collective that a lost rank could break
+                            state["eval_train_loss"] = train_loss = mean_over_ranks(running)
+                    if eval_due:  # an evaluation may be interrupted: eval_due makes a resumed run redo it
                         evaluate(epoch + 1, train_loss, bar)
                         stopped = patience_exhausted(last=epoch + 1 == t.epochs and b + 1 == len(batches))
                     if t.max_steps and state["step"] >= t.max_steps and not stopped:
@@ -510,14 +554,16 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
                     elapsed()
                     checkpoint(run.latest)
     except KeyboardInterrupt:
+        if interrupts.torn:  # latest.pt as last written stays: this state is not that of a whole update
+            run.log(f"interrupted twice during update {state['step'] + 1}: {run.latest} not rewritten")
+            raise
         elapsed()
         checkpoint(run.latest)
         run.log(f"interrupted at step {state['step']}: saved {run.latest}; continue with --resume")
         raise
     finally:
         scalars.close()
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        interrupts.restore()
     if not state["best_written"]:
         raise ConfigError("training ended before the first evaluation: no best checkpoint")
     if not world.main:

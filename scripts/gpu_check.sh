@@ -67,7 +67,7 @@ if [ "$quick" = 1 ]; then
 else
   trec_set=()
   bench_steps=50; bench_warmup=10; nmt_steps=150
-  resume_set="--set data.limit=400 --set train.epochs=2"
+  resume_set="--set data.limit=600 --set train.epochs=2"
   test_filter=(-k cuda)
 fi
 
@@ -207,20 +207,16 @@ json.dump({"tgt_tokens_per_s": int(rate.replace(",", "")) if rate else None, "at
 EOF
 
 # Interrupted and resumed against uninterrupted: the same tiny run twice, the second stopped by SIGTERM
-# (as a job scheduler or `cn3 experiment run` stops it) once latest.pt exists, then resumed.
-export resume_set
-resume_run() {
-  # shellcheck disable=SC2086  # resume_set: --set flags, split on spaces
-  "$py" -m cli train --task trec --prepared "$prepared/trec" --device auto --set train.deterministic=true \
-    --set model.hidden=32 --set model.char=none --set train.batch_size=16 --set train.checkpoint_every=5 \
-    $resume_set "$@"
-}
+# (as a job scheduler or `cn3 experiment run` stops it) once its first latest.pt exists, then resumed.
 resume_check() {
-  resume_run --run-dir "$work/straight" || return 1
-  resume_run --run-dir "$work/cut" & local pid=$!
-  until [ -f "$work/cut/latest.pt" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+  # shellcheck disable=SC2086  # $train: the command's words (no spaces inside them)
+  local train="-m cli train --task trec --prepared $prepared/trec --device auto --set train.deterministic=true
+    --set model.hidden=32 --set model.char=none --set train.batch_size=16 --set train.checkpoint_every=5 $resume_set"
+  "$py" $train --run-dir "$work/straight" || return 1
+  "$py" $train --run-dir "$work/cut" & local pid=$!  # python itself, so that the signal reaches it
+  until [ -f "$work/cut/latest.pt" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
   kill -TERM $pid 2>/dev/null; wait $pid; echo "interrupted run exited with $?"
-  resume_run --run-dir "$work/cut" --resume || return 1
+  "$py" $train --run-dir "$work/cut" --resume || return 1
   "$py" - "$work/straight" "$work/cut" "$out/steps/resume.json" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -242,7 +238,8 @@ print(json.dumps(report))
 json.dump(report, open(sys.argv[3], "w"))
 EOF
 }
-step resume 40 bash -c "$(declare -f resume_run resume_check); resume_check"
+export resume_set
+step resume 40 bash -c "$(declare -f resume_check); resume_check"
 
 # summary.json: every step's status, exit code and seconds with what it measured
 "$py" - "$out" "$(( $(date +%s) - started ))" "$quick" <<'EOF'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import warnings
 
 import numpy as np
@@ -183,3 +184,30 @@ def test_resume_on_cuda_ends_where_the_uninterrupted_run_ends(trec, tmp_path):
     assert a["state"]["step"] == b["state"]["step"] == 26 and a["rng"]["cuda"] is not None
     for name, value in a["model"].items():
         assert torch.equal(value, b["model"][name]), name
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straight, tmp_path, monkeypatch, signum):
+    """SIGTERM (a scheduler, ``cn3 experiment run``) or Ctrl-C arriving after update 6's forward and
+    backward, before its optimizer step: the update completes first, so ``latest.pt`` holds step 6
+    whole (cn3 0.3.0 saved step 5's counters with update 6's dropout drawn, and the resumed run
+    went elsewhere)."""
+    real, calls = cn3.trainer.SentenceTask.train_step, []
+
+    def train_step(self, *args, **kwargs):
+        loss = real(self, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == 6:
+            os.kill(os.getpid(), signum)
+        return loss
+
+    monkeypatch.setattr(cn3.trainer.SentenceTask, "train_step", train_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_trec(trec, tmp_path / "cut")
+    assert load_checkpoint(tmp_path / "cut" / "latest.pt")["state"]["step"] == 6
+    monkeypatch.setattr(cn3.trainer.SentenceTask, "train_step", real)
+    train_trec(trec, tmp_path / "cut", resume=True)
+    a, b = (load_checkpoint(r / "latest.pt") for r in (straight, tmp_path / "cut"))
+    for key in ("model", "raw_model"):
+        assert all(torch.equal(value, b[key][name]) for name, value in a[key].items()), key
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the loop's handlers are gone
