@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from cn3.config import ConfigError
+from cn3.encoders import get_spec
 from data_prep.example import Example
 
 #: Conneau et al.'s groups, in their Table 2 order.
@@ -65,8 +66,6 @@ C_GRID = tuple(2.0 ** k for k in range(-2, 5))
 ALPHA_GRID = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
 MLP_HIDDEN = 50  # SentEval's nhid
 CLASSIFIERS = ("logistic", "mlp")
-#: encoders whose recurrent and self-attention stacks are probed apart
-SPLIT_ENCODERS = {"onlstm_san": "H_onlstm", "lstm_san": "H_lstm"}
 
 
 def parse_tasks(text: str | None) -> list[str]:
@@ -199,7 +198,7 @@ class SentenceFeatures(Features):
         self.loaded, self.device, self.vectors, self.layer, self.batch_size = loaded, device, vectors, layer, batch_size
         cfg = loaded.config.model
         self.encoder, self.task = cfg.encoder, loaded.manifest["task"]
-        self.split_name = SPLIT_ENCODERS.get(self.encoder) if split_features else None
+        self.split_name = get_spec(self.encoder).split_stack if split_features else None
         with capture_layer(loaded.model.encoder, layer):
             pass  # checks --layer before any data is read
         level = loaded.manifest["level"]
@@ -265,7 +264,7 @@ class TranslationFeatures(Features):
         self.loaded, self.device, self.layer, self.batch_size = loaded, device, layer, batch_size
         cfg = loaded.config
         self.encoder, self.task = cfg.model.encoder, f"translation ({cfg.data.src_lang}->{cfg.data.tgt_lang})"
-        self.split_name = SPLIT_ENCODERS.get(self.encoder) if split_features else None
+        self.split_name = get_spec(self.encoder).split_stack if split_features else None
         with capture_layer(loaded.model.encoder, layer):
             pass
         self.main = "encoder"

@@ -271,7 +271,7 @@ def test_encoder_without_attention_weights(runs):
     result = analyze(runs["nbow"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     out = " ".join(result.output.split())
-    assert "'nbow', which returns no attention weights" in out and "cn3, transformer, hybrid, local" in out
+    assert "'nbow', which returns no attention weights" in out and "selfatt1, selfatt2, transformer, cn3, hybrid, local, onlstm_san, lstm_san" in out
 
 
 def test_analyze_energy_trained_and_at_init(runs, tmp_path):

@@ -18,28 +18,17 @@ import torch
 from cn3.analysis.graphs import GraphStatistics, sentence_statistics, visible_keys
 from cn3.config import ConfigError
 
-#: encoder -> how its attention rows are read (module docstring).
-ATTENTION_ENCODERS = {
-    "cn3": "graph",
-    "transformer": "graph",
-    "hybrid": "graph",
-    "local": "graph",
-    "lstm_san": "graph",
-    "onlstm_san": "graph",
-    "selfatt2": "causal",
-    "selfatt1": "annotation",
-}
-#: encoders whose per-layer weights are the mean over attention heads.
-MULTI_HEAD = ("transformer", "hybrid", "local", "lstm_san", "onlstm_san")
-
-
 def attention_kind(encoder: str) -> str:
     """``graph``, ``causal`` or ``annotation`` (module docstring); a ConfigError naming the encoders
     that have attention weights for any other encoder."""
-    if encoder not in ATTENTION_ENCODERS:
+    from cn3.encoders import ENCODERS, get_spec
+
+    kind = get_spec(encoder).attention
+    if kind is None:
+        having = [name for name, spec in ENCODERS.items() if spec.attention is not None]
         raise ConfigError(f"this run's encoder is {encoder!r}, which returns no attention weights; "
-                          f"analyze graphs needs one of: {', '.join(ATTENTION_ENCODERS)}")
-    return ATTENTION_ENCODERS[encoder]
+                          f"analyze graphs needs one of: {', '.join(having)}")
+    return kind
 
 
 def local_windows(model) -> list[int | None]:
@@ -135,7 +124,9 @@ def _head_weights(info: dict, chosen) -> dict[int, list[np.ndarray]]:
 def analysis_notes(encoder: str, kind: str, heads: int, windows: list[int | None], pair: bool) -> list[str]:
     """What the numbers mean for this encoder: one sentence per caveat."""
     notes = []
-    if encoder in MULTI_HEAD:
+    from cn3.encoders import get_spec
+
+    if get_spec(encoder).multi_head:
         notes.append(f"{encoder}: each layer's weights are averaged over its {heads} attention heads before any "
                      "statistic (a star may hide heads that differ)")
     if kind == "annotation":

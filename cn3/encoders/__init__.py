@@ -22,9 +22,3 @@ from cn3.encoders.registry import (  # noqa: F401
     check_serves,
     get_spec,
 )
-
-#: display order (``cn3 encoders``): the CN3 paper's Table 3 rows, then Xu et al.'s and Hao et al.'s encoders
-TABLE_ORDER = ("nbow", "cnn", "rnn", "lstm", "treelstm", "pdgraph", "selfatt1", "selfatt2", "transformer", "cn3",
-               "hybrid", "local", "onlstm", "onlstm_san", "lstm_san")
-for _name in TABLE_ORDER:  # re-insert in that order (the registry is a dict, filled at import)
-    ENCODERS[_name] = ENCODERS.pop(_name)

@@ -40,6 +40,6 @@ class NBOW(nn.Module):
 
 
 @register("nbow", "Kalchbrenner et al. 2014 (NBoW: mean of the word vectors; CN3 paper's Table 3 NBOW)",
-          levels=LEVELS)
+          levels=LEVELS, table_order=0)
 def _build(a: EncoderArgs) -> nn.Module:
     return NBOW(a.in_dim)

@@ -90,7 +90,7 @@ class CN3Encoder(nn.Module):
 
 @register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options; beyond the paper: "
                  "energy_heads, relative_positions, position_dim)",
-          uses_attrs=True, paper_uniform_init=True)
+          uses_attrs=True, paper_uniform_init=True, attention="graph", learns_edges=True, table_order=10)
 def _cn3(a: EncoderArgs) -> nn.Module:
     c = a.cn3
     if c.edge_attrs and not a.n_edge_types:

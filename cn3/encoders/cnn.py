@@ -125,7 +125,8 @@ class WindowCNN(nn.Module):
         return self.dropout(_zero_padding(h, mask)), {}
 
 
-@register("cnn", "Kim 2014 (sentences); Collobert et al. 2011 (tagging, window approach)", levels=LEVELS)
+@register("cnn", "Kim 2014 (sentences); Collobert et al. 2011 (tagging, window approach)", levels=LEVELS,
+          table_order=1)
 def _build(a: EncoderArgs) -> nn.Module:
     if a.level == "node":
         return WindowCNN(a.in_dim, a.d, a.cnn.window, a.dropout)

@@ -102,6 +102,6 @@ class LSTMN(nn.Module):
         return h_out, {"alphas": [alphas]}
 
 
-@register("selfatt2", "Cheng et al. 2016 (LSTMN)", levels=LEVELS)
+@register("selfatt2", "Cheng et al. 2016 (LSTMN)", levels=LEVELS, attention="causal", table_order=7)
 def _build(a: EncoderArgs) -> nn.Module:
     return LSTMN(a.in_dim, a.d, a.dropout)

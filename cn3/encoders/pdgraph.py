@@ -145,6 +145,6 @@ class SyntacticGCN(nn.Module):
 
 
 @register("pdgraph", "Marcheggiani & Titov 2017 (syntactic GCN)", needs_trees=True, levels=SENTENCE_LEVELS,
-          default_layers=1)
+          default_layers=1, table_order=5)
 def _build(a: EncoderArgs) -> nn.Module:
     return SyntacticGCN(a.in_dim, a.d, a.n_edge_types, a.layers, a.dropout)

@@ -125,7 +125,7 @@ def _stack_shape(a: EncoderArgs, cell: str) -> tuple[bool, int]:
     return bidirectional, (_chunk_size(a, width) if cell == "onlstm" else 1)
 
 
-@register("rnn", "Elman 1990 (bidirectional RNN; CN3 paper's RNN row)")
+@register("rnn", "Elman 1990 (bidirectional RNN; CN3 paper's RNN row)", table_order=2)
 def _rnn(a: EncoderArgs) -> nn.Module:
     return ElmanRNN(a.in_dim, a.d, a.layers, _bidirectional(a), a.dropout)
 
@@ -135,21 +135,25 @@ def _recurrent(a: EncoderArgs, cell: str) -> nn.Module:
     return RecurrentEncoder(a.in_dim, a.d, a.layers, cell, chunk, bidirectional, a.dropout)
 
 
-@register("lstm", "Hochreiter & Schmidhuber 1997 (BiLSTM on sentences; CN3 paper's LSTM row, Hao et al.'s LSTM)")
+@register("lstm", "Hochreiter & Schmidhuber 1997 (BiLSTM on sentences; CN3 paper's LSTM row, Hao et al.'s LSTM)",
+          table_order=3)
 def _lstm(a: EncoderArgs) -> nn.Module:
     return _recurrent(a, "lstm")
 
 
-@register("onlstm", "Shen et al. 2019 (ON-LSTM stack; Hao et al.'s baseline)")
+@register("onlstm", "Shen et al. 2019 (ON-LSTM stack; Hao et al.'s baseline)", table_order=13)
 def _onlstm(a: EncoderArgs) -> nn.Module:
     return _recurrent(a, "onlstm")
 
 
+def _check_recurrent_san(a: EncoderArgs) -> None:
+    if a.rnn.layers >= a.layers:
+        raise ConfigError(f"model.rnn.layers ({a.rnn.layers}) must be below the encoder depth ({a.layers}): the "
+                          "encoder is K recurrent + (depth - K) self-attention layers")
+
+
 def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
-    k = a.rnn.layers
-    if k >= a.layers:
-        raise ConfigError(f"model.rnn.layers ({k}) must be below the encoder depth ({a.layers}): the encoder is "
-                          f"K recurrent + (depth - K) self-attention layers")
+    k = a.rnn.layers  # below the depth: _check_recurrent_san, run by build_encoder
     check_heads(a)
     rnn_first = a.rnn.order == "rnn_first"
     bidirectional, chunk = _stack_shape(a, cell)
@@ -161,12 +165,14 @@ def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
 
 
 @register("onlstm_san", "Hao et al. 2019 (ON-LSTM layers under self-attention, H = H_onlstm + H_san)",
-          default_layers=3)
+          default_layers=3, attention="graph", multi_head=True, split_stack="H_onlstm", table_order=14,
+          check=_check_recurrent_san)
 def _onlstm_san(a: EncoderArgs) -> nn.Module:
     return _recurrent_san(a, "onlstm")
 
 
 @register("lstm_san", "Hao et al. 2019 (LSTM layers under self-attention, the paper's comparison)",
-          default_layers=3)
+          default_layers=3, attention="graph", multi_head=True, split_stack="H_lstm", table_order=15,
+          check=_check_recurrent_san)
 def _lstm_san(a: EncoderArgs) -> nn.Module:
     return _recurrent_san(a, "lstm")

@@ -83,6 +83,16 @@ class EncoderSpec:
         levels: the task levels it serves.
         default_layers: depth when the config leaves it unset.
         paper_uniform_init: the whole model (head included) takes the paper's ``U(-r, r)`` init (CN3).
+        attention: how ``info["alphas"]`` rows read (:mod:`cn3.analysis.collect`): ``graph`` (word i over
+            words k), ``causal`` (over the words before i), ``annotation`` (hops, not words); None =
+            the encoder returns no attention weights.
+        multi_head: its per-layer weights are the mean over attention heads.
+        learns_edges: its layers learn edge weights ``alpha_ik`` that ``cn3 visualize edges`` draws (CN3).
+        split_stack: the name of its lower (recurrent) stack's states, probed apart from the whole
+            (``cn3 probe``; Hao et al.'s ``H_onlstm``), or None.
+        table_order: its row in ``cn3 encoders`` (the CN3 paper's Table 3 rows first).
+        check: the family's own config check, given the resolved :class:`EncoderArgs` (a ConfigError
+            naming the keys), or None.
     """
 
     name: str
@@ -93,18 +103,28 @@ class EncoderSpec:
     levels: tuple[str, ...] = LEVELS
     default_layers: int = 1
     paper_uniform_init: bool = False
+    attention: str | None = None
+    multi_head: bool = False
+    learns_edges: bool = False
+    split_stack: str | None = None
+    table_order: int = 100
+    check: Callable[[EncoderArgs], None] | None = None
 
 
 ENCODERS: dict[str, EncoderSpec] = {}
 
 
 def register(name: str, paper: str, **kwargs):
-    """Decorator registering ``build(args) -> nn.Module`` under ``name``."""
+    """Decorator registering ``build(args) -> nn.Module`` under ``name``; the registry stays in
+    ``table_order``."""
 
     def wrap(build: Callable[[EncoderArgs], nn.Module]):
         if name in ENCODERS:
             raise ValueError(f"encoder {name!r} registered twice")
         ENCODERS[name] = EncoderSpec(name, paper, build, **kwargs)
+        ordered = sorted(ENCODERS.values(), key=lambda spec: spec.table_order)  # stable: ties keep their order
+        ENCODERS.clear()
+        ENCODERS.update((spec.name, spec) for spec in ordered)
         return build
 
     return wrap
@@ -135,8 +155,11 @@ def check_serves(name: str, level: str, has_trees: bool, where: str = "the data"
 
 
 def build_encoder(name: str, args: EncoderArgs) -> nn.Module:
-    """Build encoder ``name`` (see the module docstring for the interface)."""
-    encoder = get_spec(name).build(args)
+    """Build encoder ``name`` (see the module docstring for the interface), after its family's check."""
+    spec = get_spec(name)
+    if spec.check is not None:
+        spec.check(args)
+    encoder = spec.build(args)
     if not hasattr(encoder, "out_dim"):
         raise TypeError(f"encoder {name!r} does not declare out_dim")
     return encoder

@@ -104,16 +104,30 @@ def _san(a: EncoderArgs, window_layers: int = 0, mode: str = "hybrid") -> SelfAt
                                 a.norm, a.positions, min(window_layers, a.layers), h.window, mode, h.gate_per_head)
 
 
-@register("transformer", "Vaswani et al. 2017 (Transformer encoder; CN3 paper's SelfAtt3)", default_layers=2)
+#: Xu et al.'s and Hao et al.'s self-attention: weights per layer, averaged over the heads
+_SAN = {"attention": "graph", "multi_head": True}
+
+
+def _check_hybrid(a: EncoderArgs) -> None:
+    """Translation configs refuse more hybrid layers than the encoder has (as since cn3 0.1); a
+    sentence config caps them at its depth (:class:`cn3.encoders.options.HybridOptions`)."""
+    if a.level == "translation" and a.hybrid.layers > a.layers:
+        raise ConfigError(f"model.hybrid.layers ({a.hybrid.layers}) exceeds model.encoder_layers ({a.layers})")
+
+
+@register("transformer", "Vaswani et al. 2017 (Transformer encoder; CN3 paper's SelfAtt3)", default_layers=2,
+          table_order=8, **_SAN)
 def _transformer(a: EncoderArgs) -> nn.Module:
     return _san(a)
 
 
-@register("hybrid", "Xu et al. 2019 (hybrid local/global attention; combine: gate | concat)", default_layers=2)
+@register("hybrid", "Xu et al. 2019 (hybrid local/global attention; combine: gate | concat)", default_layers=2,
+          table_order=11, check=_check_hybrid, **_SAN)
 def _hybrid(a: EncoderArgs) -> nn.Module:
     return _san(a, a.hybrid.layers, "hybrid" if a.hybrid.combine == "gate" else "concat")
 
 
-@register("local", "Xu et al. 2019 (local attention only, the paper's ablation)", default_layers=2)
+@register("local", "Xu et al. 2019 (local attention only, the paper's ablation)", default_layers=2,
+          table_order=12, check=_check_hybrid, **_SAN)
 def _local(a: EncoderArgs) -> nn.Module:
     return _san(a, a.hybrid.layers, "local")

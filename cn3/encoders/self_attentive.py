@@ -127,7 +127,8 @@ class StructuredSelfAttention(nn.Module):
         return (info["alphas"][0] @ h).flatten(1)  # (B, r, 2u) -> (B, r * 2u)
 
 
-@register("selfatt1", "Lin et al. 2017 (structured self-attentive embedding)", levels=LEVELS)
+@register("selfatt1", "Lin et al. 2017 (structured self-attentive embedding)", levels=LEVELS,
+          attention="annotation", table_order=6)
 def _build(a: EncoderArgs) -> nn.Module:
     s = a.selfatt
     return StructuredSelfAttention(a.in_dim, a.d, s.hops, s.att_hidden, s.penalty, a.dropout)

@@ -161,6 +161,6 @@ class ChildSumTreeLSTM(nn.Module):
 
 
 @register("treelstm", "Tai et al. 2015 (child-sum Tree-LSTM)", needs_trees=True, levels=SENTENCE_LEVELS,
-          default_layers=1)
+          default_layers=1, table_order=4)
 def _build(a: EncoderArgs) -> nn.Module:
     return ChildSumTreeLSTM(a.in_dim, a.d, a.dropout)

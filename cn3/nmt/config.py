@@ -103,7 +103,7 @@ class NMTModelConfig:
     cn3: CN3Options = field(default_factory=CN3Options)
 
     def validate(self) -> None:
-        from cn3.encoders import check_serves
+        from cn3.encoders import EncoderArgs, check_serves, get_spec
 
         check_serves(self.encoder, "translation", has_trees=False, where="translation (subword text)")
         if self.d_model < 1 or self.heads < 1 or self.d_model % self.heads:
@@ -114,13 +114,10 @@ class NMTModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.encoder in ("hybrid", "local") and self.hybrid.layers > self.encoder_layers:
-            raise ConfigError(f"model.hybrid.layers ({self.hybrid.layers}) exceeds model.encoder_layers "
-                              f"({self.encoder_layers})")
-        if self.encoder in ("onlstm_san", "lstm_san") and self.rnn.layers >= self.encoder_layers:
-            raise ConfigError(f"model.rnn.layers ({self.rnn.layers}) must be below model.encoder_layers "
-                              f"({self.encoder_layers}): the encoder is K recurrent + (encoder_layers - K) "
-                              "self-attention layers")
+        spec = get_spec(self.encoder)
+        if spec.check is not None:  # the family's own check, before any data is read
+            spec.check(EncoderArgs(in_dim=self.d_model, d=self.d_model, layers=self.encoder_layers,
+                                   level="translation", hybrid=self.hybrid, rnn=self.rnn))
 
 
 @dataclass

@@ -15,7 +15,6 @@ import numpy as np
 from cn3.config import ConfigError
 
 #: encoders whose layers learn edge weights.
-EDGE_ENCODERS = ("cn3",)
 
 
 @dataclass
@@ -68,7 +67,9 @@ class EdgeView:
 
 def check_has_edges(encoder: str) -> None:
     """Only CN3 layers learn edge weights; say so for any other encoder."""
-    if encoder not in EDGE_ENCODERS:
+    from cn3.encoders import get_spec
+
+    if not get_spec(encoder).learns_edges:
         raise ConfigError(f"this run's encoder is {encoder!r}, which learns no edge weights: visualize edges "
                           "needs a run trained with model.encoder=cn3")
 
