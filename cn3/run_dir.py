@@ -270,6 +270,22 @@ def read_results(run: str | Path) -> dict:
     return results
 
 
+def split_scores(results: dict) -> dict[str, dict]:
+    """``results.json["scores"]``, each split's entry holding ``metric`` and ``score`` (higher is better).
+    Translation runs of cn3 before 0.10 wrote ``{"bleu": x, ...}``: read as ``{"metric": "bleu", "score": x}``."""
+    out = {}
+    for split, entry in (results.get("scores") or {}).items():
+        if "score" not in entry and "bleu" in entry:
+            entry = {"metric": "bleu", "score": entry["bleu"], **{k: v for k, v in entry.items() if k != "bleu"}}
+        out[split] = entry
+    return out
+
+
+def finished(run: str | Path) -> bool:
+    """Whether the run has finished (its ``results.json`` exists)."""
+    return RunDir(run).results.is_file()
+
+
 def load_predictions(run: str | Path, split: str) -> Predictions:
     """Read a run's predictions on ``split`` (written by cn3 0.3 and later).
 

@@ -38,7 +38,7 @@ from cn3.experiment.cell import LOG
 from cn3.experiment.launchers import Job, Launcher, LocalLauncher
 from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
-from cn3.run_dir import RunDir
+from cn3.run_dir import RunDir, finished, read_results, split_scores
 from cn3.runtime import sigterm_as_interrupt
 from data_prep.atomic import atomic_write_json, atomic_write_text
 from data_prep.console import console
@@ -70,7 +70,7 @@ def cell_state(cell: Cell) -> str:
     if cell.waiting:
         return "waiting"
     run = cell.run_dir
-    if (run / "results.json").is_file():
+    if finished(run):
         return "done"
     if RunDir(run).busy():
         return "elsewhere"
@@ -84,15 +84,10 @@ def cell_state(cell: Cell) -> str:
 def _score(cell: Cell) -> str:
     """``dev 93.4 · test 95.2`` from a finished cell's results.json."""
     try:
-        scores = json.loads((cell.run_dir / "results.json").read_text())["scores"]
-    except (OSError, ValueError, KeyError):
+        scores = split_scores(read_results(cell.run_dir))
+    except ConfigError:
         return ""
-    parts = []
-    for split, s in scores.items():
-        value = s.get("score", s.get("bleu"))
-        if value is not None:
-            parts.append(f"{split} {value:.2f}")
-    return " · ".join(parts)
+    return " · ".join(f"{split} {s['score']:.2f}" for split, s in scores.items() if s.get("score") is not None)
 
 
 def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
@@ -128,7 +123,7 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
 
 def _start(state: CellState, threads: int, launcher: Launcher) -> None:
     cell = state.cell
-    if (cell.run_dir / "results.json").is_file():  # another runner finished it since the grid was listed
+    if finished(cell.run_dir):  # another runner finished it since the grid was listed
         state.state, state.score = "skipped", _score(cell)
         return
     if RunDir(cell.run_dir).busy():  # another runner took it since the grid was listed
@@ -156,7 +151,7 @@ def _finish(state: CellState) -> None:
     state.seconds = time.time() - (state.started or state.submitted)
     state.worker = state.worker or job.find_worker()  # a cell may end before the runner saw it start
     state.job = None
-    if job.rc == 0 and (cell.run_dir / "results.json").is_file():
+    if job.rc == 0 and finished(cell.run_dir):
         state.state, state.score = "done", _score(cell)
         return
     if RunDir(cell.run_dir).busy():  # refused: another process took the cell first, and is training it
@@ -350,6 +345,6 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
 def _seconds(cell: Cell) -> float | None:
     """A finished cell's training time from its results.json (for a grid record that lacks it)."""
     try:
-        return json.loads((cell.run_dir / "results.json").read_text())["seconds"]
-    except (OSError, ValueError, KeyError):
+        return read_results(cell.run_dir).get("seconds")
+    except ConfigError:
         return None

@@ -19,11 +19,11 @@ finished; until then it waits. Test scores never enter the choice.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cn3.config import ConfigError
+from cn3.run_dir import RunDir, finished, read_results, split_scores
 
 TUNE_KEYS = {"options", "seed", "description"}
 #: the split a tuning choice reads, in order of preference (translation runs have ``val``)
@@ -89,15 +89,13 @@ def parse_tuning(value, where: str) -> Tuning | None:
 
 def dev_score(run_dir: Path) -> float | None:
     """A finished run's dev score (``val`` BLEU for translation), ``None`` if it has not finished."""
-    path = Path(run_dir) / "results.json"
-    if not path.is_file():
+    if not finished(run_dir):
         return None
-    scores = json.loads(path.read_text(encoding="utf-8"))["scores"]
+    scores = split_scores(read_results(run_dir))
     for split in DEV_SPLITS:
         if split in scores:
-            entry = scores[split]
-            return entry.get("score", entry.get("bleu"))
-    raise ConfigError(f"{path}: no dev score ({' or '.join(DEV_SPLITS)}) to tune on")
+            return scores[split]["score"]
+    raise ConfigError(f"{RunDir(run_dir).results}: no dev score ({' or '.join(DEV_SPLITS)}) to tune on")
 
 
 def choose(runs: dict[str, Path]) -> Choice:
