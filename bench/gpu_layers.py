@@ -22,8 +22,9 @@ allocated before it (module, input): the step's own peak. On the CPU (``--quick`
 
 ``variants`` (at 1x2500 fp32, after the main table, skipped when the run is past ``--budget``
 seconds): the fused kernel with each ``tanh`` form (``sigmoid``, ``libdevice``, ``approx``; see
-:mod:`cn3.layers.fused_energy`), with ``alpha`` returned, and with relative-position edge types
-(``C = 4``, the gathered ``E[t_ik]``).
+:mod:`cn3.layers.fused_energy`), with ``alpha`` returned, with relative-position edge types
+(``C = 4``, the gathered ``E[t_ik]``) and with the fallback tiles for GPUs with less shared memory.
+Each variant compiles its kernels once (seconds).
 
 ``--json PATH`` writes every figure, the targets of issue 30 with their verdicts, the device, the
 torch and triton versions and the wall time.
@@ -245,7 +246,9 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
     forms = ["sigmoid"] if fused_energy.INTERPRETING else list(fused_energy.TANH_FORMS)
     plans = [(f"tanh={form}", {"tanh": form}) for form in forms]
     plans += [("need_alpha", {"need_alpha": True}), ("relative positions C=4", {"edge_clip": 4})]
-    default_tanh = fused_energy.default_tanh
+    if not fused_energy.INTERPRETING:  # the fallback tiles (less shared memory) as the only choice
+        plans.append((f"tiles {fused_energy.FWD_TILES[-1]} / {fused_energy.BWD_TILES[-1]}", {"last_tiles": True}))
+    default_tanh, tiles = fused_energy.default_tanh, (fused_energy.FWD_TILES, fused_energy.BWD_TILES)
     out = []
     try:
         for label, plan in plans:
@@ -258,6 +261,9 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
             clip = plan.get("edge_clip", 0)
             edges = combined_edge_types(None, n, clip, batch, device) if clip else None
             fused_energy.default_tanh = (lambda dtype, form=plan["tanh"]: form) if "tanh" in plan else default_tanh
+            if plan.get("last_tiles"):
+                fused_energy.FWD_TILES, fused_energy.BWD_TILES = tiles[0][-1:], tiles[1][-1:]
+                fused_energy._FITTING.clear()
             steps = {"fused": make_step(build("fused", hidden, energy_dim, args.heads, device, clip), x, mask,
                                         torch.float32, plan.get("need_alpha", False), edges),
                      "mha": make_step(build("mha", hidden, energy_dim, args.heads, device), x, mask, torch.float32)}
@@ -269,6 +275,8 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
                   + ("" if row["peak_mb"] is None else f", peak {row['peak_mb']:.0f} MB"), flush=True)
     finally:
         fused_energy.default_tanh = default_tanh
+        fused_energy.FWD_TILES, fused_energy.BWD_TILES = tiles
+        fused_energy._FITTING.clear()
     return out
 
 

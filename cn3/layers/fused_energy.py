@@ -30,8 +30,11 @@ not bitwise reproducible (``auto`` picks the dense path under
 ``torch.use_deterministic_algorithms``).
 
 Precision: the tiles are loaded in their dtype (bf16 under autocast halves the traffic), the
-energy, softmax and every accumulator are fp32, and ``p v`` runs on tensor cores in the values'
-dtype; fp32 values use IEEE fp32 products unless ``torch.backends.cuda.matmul.allow_tf32``.
+energy, softmax and every accumulator are fp32, and the products with the values (``p v`` forward,
+``p^T dout`` and ``dout v^T`` backward) run on tensor cores in the values' dtype, TF32 for fp32
+values (:data:`FP32_DOT`: messages and gradients within ~1e-3 relative of IEEE fp32, as torch's
+own ``allow_tf32`` matmuls).
+
 ``tanh`` has three forms (``tanh=``): ``"sigmoid"`` (``2 sigmoid(2x) - 1``, the only one Triton's
 interpreter runs), ``"libdevice"`` (CUDA's accurate ``tanhf``) and ``"approx"`` (the single
 ``tanh.approx.f32`` instruction, relative error about ``2^-11``: below bf16's resolution ``2^-8``).
@@ -42,8 +45,9 @@ Testing without a GPU: with ``TRITON_INTERPRET=1`` in the environment before ``t
 imported (the flag is read when Triton defines its own and these kernels, so it holds per process)
 the kernels run on CPU tensors in Triton's interpreter, one program at a time, with the small
 tiles :data:`INTERPRETER_TILES`. ``tests/fused_interpreter_cases.py`` runs that way, in a
-subprocess of ``tests/test_fused_energy.py``. On a GPU each kernel is autotuned over a few tile
-shapes the first time it sees a new (energy width, value width, key-count bucket, dtypes) key.
+subprocess of ``tests/test_fused_energy.py``. On a GPU the tiles are the first of :data:`FWD_TILES`
+and :data:`BWD_TILES` that fits; each new (energy width, value width, dtype, option) combination compiles once
+(seconds; Triton caches the binaries on disk).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 from triton.language.extra import libdevice
+from triton.runtime.errors import OutOfResources
 
 #: True when Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` before import).
 INTERPRETING = (triton.knobs.runtime.interpret if hasattr(triton, "knobs")
@@ -69,6 +74,12 @@ TANH_FORMS = {"sigmoid": 0, "libdevice": 1, "approx": 2}
 
 #: Copies of the ``(T, e)`` edge-gradient table that the backward's atomics spread over.
 SLOTS = 16
+
+#: ``tl.dot`` input precision of fp32 messages on a GPU. ``tf32`` (10-bit mantissa: messages and
+#: gradients within ~1e-3 relative) runs on tensor cores; ``ieee`` is exact but Triton then computes
+#: the ``(BM, BN) x (BN, d)`` products with FMAs whose operands fill the registers (kilobytes of
+#: spills at ``d = 300``), and ``tf32x3`` (near fp32) spills too.
+FP32_DOT = "tf32"
 
 
 @triton.jit
@@ -122,7 +133,7 @@ def _scores(q_ptr, k_ptr, u_ptr, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
 
 @triton.jit
 def _fwd_kernel(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S,
-                N_Q, N_K, H, N_BUCKET,
+                N_Q, N_K, H,
                 stride_qb, stride_qm, stride_qe, stride_kb, stride_km, stride_ke,
                 stride_evt, stride_eve, stride_etb, stride_etm, stride_etn,
                 stride_vb, stride_vn, stride_vd, stride_kmb, stride_qmb,
@@ -185,7 +196,7 @@ def _fwd_kernel(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S,
 @triton.jit
 def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
                 DQ, DK, DU, DE, DV,
-                N_Q, N_K, H, N_BUCKET,
+                N_Q, N_K, H,
                 stride_qb, stride_qm, stride_qe, stride_kb, stride_km, stride_ke,
                 stride_evt, stride_eve, stride_etb, stride_etm, stride_etn,
                 stride_vb, stride_vn, stride_vd, stride_kmb,
@@ -263,34 +274,40 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
              dv, mask=(offs_n < N_K)[:, None] & d_ok[None, :])
 
 
-def _tile_configs(names: tuple[str, ...], rows: list[tuple[int, ...]]) -> list[triton.Config]:
-    return [triton.Config(dict(zip(names, row[:3])), num_warps=row[3], num_stages=row[4]) for row in rows]
+#: GPU tiles of the forward, ``(BM, BN, BE, warps, stages)``: ``BM`` queries x ``BN`` keys per tile,
+#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``), the first that fits the GPU's
+#: shared memory. Chosen by compiling for sm_90 (H100) with Triton 3.9 at ``d = 300`` (padded to
+#: 512) and ``e = 100``: the first spills no registers in fp32 and 0.5 KB in bf16 with edge types,
+#: in 68 KB of shared memory; ``(64, 32, ...)`` spills more, ``BN = 64`` kilobytes. Not autotuned:
+#: compiling several tiles per dtype and option costs more than a short run saves.
+FWD_TILES = [(32, 32, 4, 8, 1), (16, 32, 4, 4, 1)]
+#: GPU tiles of the backward, ``(BMB, BNB, BE, warps, stages)``: ``BNB`` keys per program, ``BMB``
+#: queries per step of its loop. The first needs 200 KB of shared memory at ``d = 300`` in fp32 (an
+#: H100 has 227 KB); the second, 133 KB, is for GPUs with less (an A100 has 163 KB).
+BWD_TILES = [(16, 64, 4, 8, 1), (16, 32, 4, 4, 1)]
+#: Per (kernel, shape options, dtype): the index of the first tile that fitted.
+_FITTING: dict[tuple, int] = {}
 
 
-#: Tiles the GPU autotuner tries, ``(BM, BN, BE, warps, stages)``: forward ``BM`` queries x ``BN`` keys
-#: x ``BE`` energy columns per slab; ``tl.dot`` needs every side >= 16. The ``(BM, d)`` accumulator
-#: (``d`` padded to a power of two) and the ``(BM, BN, BE)`` slab share the registers, hence the
-#: small ``BE``; the first row of each list is the conservative one (one stage, four warps).
-FWD_TILES = [(32, 32, 8, 4, 1), (32, 32, 4, 8, 2), (64, 32, 4, 8, 2), (32, 64, 4, 8, 2)]
-#: Backward: ``BMB`` queries per step of the inner loop x ``BNB`` keys per program.
-BWD_TILES = [(16, 32, 8, 4, 1), (16, 64, 4, 8, 1), (32, 32, 4, 8, 1), (32, 64, 4, 8, 1)]
-
-if INTERPRETING:
-    _fwd, _bwd = _fwd_kernel, _bwd_kernel
-    _MIN_BNB = INTERPRETER_TILES["BNB"]
-else:
-    _fwd = triton.autotune(_tile_configs(("BM", "BN", "BE"), FWD_TILES),
-                           key=["EH", "DH", "N_BUCKET", "HAS_EDGE", "NEED_ALPHA", "TANH"])(_fwd_kernel)
-    # the backward accumulates into its gradient buffers: they are zeroed before each tuning run
-    _bwd = triton.autotune(_tile_configs(("BMB", "BNB", "BE"), BWD_TILES),
-                           key=["EH", "DH", "N_BUCKET", "HAS_EDGE", "HAVE_P", "TANH"],
-                           reset_to_zero=["DQ", "DK", "DU", "DE"])(_bwd_kernel)
-    _MIN_BNB = min(row[1] for row in BWD_TILES)
+def _tile_options(tiles: list[tuple[int, ...]], names: tuple[str, str, str]) -> list[dict]:
+    """Launch options to try in order: :data:`INTERPRETER_TILES` in the interpreter, else ``tiles``."""
+    if INTERPRETING:
+        return [{name: INTERPRETER_TILES[name] for name in names}]
+    return [{**dict(zip(names, tile[:3])), "num_warps": tile[3], "num_stages": tile[4]} for tile in tiles]
 
 
-def _tiles(*names: str) -> dict:
-    """Explicit tile sizes in the interpreter; on a GPU the autotuner picks them."""
-    return {name: INTERPRETER_TILES[name] for name in names} if INTERPRETING else {}
+def _launch(kernel, options: list[dict], grid, key: tuple, *args, **kwargs) -> None:
+    """``kernel[grid(option)](*args, **kwargs, **option)`` with the first option whose compiled
+    kernel fits the GPU (Triton refuses it when loading, before anything runs)."""
+    for index in range(_FITTING.get(key, 0), len(options)):
+        try:
+            kernel[grid(options[index])](*args, **kwargs, **options[index])
+        except OutOfResources:
+            if index == len(options) - 1:
+                raise
+            continue
+        _FITTING[key] = index
+        return
 
 
 def _ends(mask: Tensor | None, batch: int, n: int, device: torch.device) -> Tensor:
@@ -309,11 +326,9 @@ def _mask_bytes(mask: Tensor | None, device: torch.device) -> Tensor:
     return mask.contiguous().view(torch.uint8)
 
 
-def _dot_precision(dtype: torch.dtype) -> str:
-    """fp32 products follow torch's matmul setting (IEEE unless TF32 is allowed); 16-bit ones are exact."""
-    if dtype == torch.float32 and not INTERPRETING and not torch.backends.cuda.matmul.allow_tf32:
-        return "ieee"
-    return "tf32" if not INTERPRETING else "ieee"
+def _dot_precision() -> str:
+    """:data:`FP32_DOT` on a GPU (16-bit operands ignore it); the interpreter computes in IEEE fp32."""
+    return "ieee" if INTERPRETING else FP32_DOT
 
 
 def default_tanh(dtype: torch.dtype) -> str:
@@ -365,14 +380,15 @@ class FusedAdditiveAttention(torch.autograd.Function):
         scores = (torch.full((batch, heads, n_q, n_k), float("-inf"), device=device) if need_alpha
                   else lse.new_empty(1, 1, 1, 1))
         shape = dict(EH=dim // heads, DH=width // heads, DP=triton.next_power_of_2(max(width // heads, 16)),
-                     HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=_dot_precision(compute))
-        bucket = min(triton.next_power_of_2(max(n_q, n_k, 16)), 8192)  # autotune per size class
+                     HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=_dot_precision())
         if batch and n_q:
-            _fwd[lambda meta: (triton.cdiv(n_q, meta["BM"]), batch * heads)](
-                q, k, u, ev, et, v, kmask, qmask, k_end, q_end, out, lse, scores, n_q, n_k, heads, bucket,
-                *q.stride(), *k.stride(), *ev.stride(), *et.stride(), *v.stride(), kmask.stride(0),
-                qmask.stride(0), *out.stride(), *scores.stride(), HAS_KMASK=key_mask is not None,
-                HAS_QMASK=query_mask is not None, NEED_ALPHA=need_alpha, **shape, **_tiles("BM", "BN", "BE"))
+            _launch(_fwd_kernel, _tile_options(FWD_TILES, ("BM", "BN", "BE")),
+                    lambda option: (triton.cdiv(n_q, option["BM"]), batch * heads),
+                    ("fwd", *shape.items(), need_alpha, compute),
+                    q, k, u, ev, et, v, kmask, qmask, k_end, q_end, out, lse, scores, n_q, n_k, heads,
+                    *q.stride(), *k.stride(), *ev.stride(), *et.stride(), *v.stride(), kmask.stride(0),
+                    qmask.stride(0), *out.stride(), *scores.stride(), HAS_KMASK=key_mask is not None,
+                    HAS_QMASK=query_mask is not None, NEED_ALPHA=need_alpha, **shape)
         alpha = scores.sub_(lse.view(batch, heads, n_q, 1)).exp_() if need_alpha else None  # exp(s - lse)
         ctx.save_for_backward(q, k, u, ev if has_edge else None, edge_type, v, kmask, k_end, q_end, out, lse, alpha)
         ctx.shape, ctx.has_kmask = shape, key_mask is not None
@@ -395,20 +411,22 @@ class FusedAdditiveAttention(torch.autograd.Function):
         dq = torch.zeros(q.shape, dtype=torch.float32, device=device)  # sum_k G_ik, atomics
         dk = torch.zeros(k.shape, dtype=torch.float32, device=device)  # sum_i G_ik
         dv = torch.empty(v.shape, dtype=torch.float32, device=device)
-        du = torch.zeros(batch * triton.cdiv(n_k, _MIN_BNB), dim, dtype=torch.float32, device=device)  # per program
+        options = _tile_options(BWD_TILES, ("BMB", "BNB", "BE"))
+        # one row per program, for the smallest key block any option uses (the rows of others stay 0)
+        du = torch.zeros(batch * triton.cdiv(n_k, min(option["BNB"] for option in options)), dim,
+                         dtype=torch.float32, device=device)
         de = (torch.zeros(SLOTS, *ev.shape, dtype=torch.float32, device=device) if has_edge
               else dq.new_zeros(1, 1, 1))
         ev_arg = ev if has_edge else q.new_zeros(1, 1)
         et = edge_type if has_edge else torch.zeros(1, 1, 1, dtype=torch.int32, device=device)
         p = alpha if alpha is not None else lse.new_empty(1, 1, 1, 1)
-        bucket = min(triton.next_power_of_2(max(n_q, n_k, 16)), 8192)
         if batch and n_k:
-            _bwd[lambda meta: (triton.cdiv(n_k, meta["BNB"]), batch * heads)](
-                q, k, u, ev_arg, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dq, dk, du, de, dv,
-                n_q, n_k, heads, bucket, *q.stride(), *k.stride(), *ev_arg.stride(), *et.stride(), *v.stride(),
-                kmask.stride(0), *out.stride(), *p.stride(), du.stride(0), de.stride(0),
-                HAS_KMASK=ctx.has_kmask, HAVE_P=alpha is not None, SLOTS=SLOTS, **ctx.shape,
-                **_tiles("BMB", "BNB", "BE"))
+            _launch(_bwd_kernel, options, lambda option: (triton.cdiv(n_k, option["BNB"]), batch * heads),
+                    ("bwd", *ctx.shape.items(), alpha is not None, v.dtype),
+                    q, k, u, ev_arg, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dq, dk, du, de, dv,
+                    n_q, n_k, heads, *q.stride(), *k.stride(), *ev_arg.stride(), *et.stride(), *v.stride(),
+                    kmask.stride(0), *out.stride(), *p.stride(), du.stride(0), de.stride(0),
+                    HAS_KMASK=ctx.has_kmask, HAVE_P=alpha is not None, SLOTS=SLOTS, **ctx.shape)
         u_flat = u.reshape(-1).float()  # dq, dk, dE are u times the sums of G
         dtype_q, dtype_k, dtype_u, dtype_e, dtype_v = ctx.dtypes
         need = ctx.needs_input_grad
