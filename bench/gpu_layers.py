@@ -23,8 +23,9 @@ allocated before it (module, input): the step's own peak. On the CPU (``--quick`
 ``variants`` (at 1x2500 fp32, after the main table, skipped when the run is past ``--budget``
 seconds): the fused kernel with each ``tanh`` form (``sigmoid``, ``libdevice``, ``approx``; see
 :mod:`cn3.layers.fused_energy`), with ``alpha`` returned, with relative-position edge types
-(``C = 4``, the gathered ``E[t_ik]``) and with the fallback tiles for GPUs with less shared memory.
-Each variant compiles its kernels once (seconds).
+(``C = 4``, the gathered ``E[t_ik]``), with TF32 products (``allow_tf32``; the main table keeps
+torch's default, IEEE fp32, for the fused kernel as for MHA) and with TF32 and larger tiles. Each
+variant compiles its kernels once (seconds).
 
 ``--json PATH`` writes every figure, the targets of issue 30 with their verdicts, the device, the
 torch and triton versions and the wall time.
@@ -246,9 +247,13 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
     forms = ["sigmoid"] if fused_energy.INTERPRETING else list(fused_energy.TANH_FORMS)
     plans = [(f"tanh={form}", {"tanh": form}) for form in forms]
     plans += [("need_alpha", {"need_alpha": True}), ("relative positions C=4", {"edge_clip": 4})]
-    if not fused_energy.INTERPRETING:  # the fallback tiles (less shared memory) as the only choice
-        plans.append((f"tiles {fused_energy.FWD_TILES[-1]} / {fused_energy.BWD_TILES[-1]}", {"last_tiles": True}))
-    default_tanh, tiles = fused_energy.default_tanh, (fused_energy.FWD_TILES, fused_energy.BWD_TILES)
+    if not fused_energy.INTERPRETING:
+        # TF32 products with the values (torch's allow_tf32), and with them the larger tiles they allow
+        plans += [("allow_tf32", {"tf32": True}),
+                  ("allow_tf32, tiles (32, 32, 4, 8, 1) / (32, 32, 4, 8, 1)",
+                   {"tf32": True, "tiles": ((32, 32, 4, 8, 1), (32, 32, 4, 8, 1))})]
+    default_tanh, tiles = fused_energy.default_tanh, (fused_energy.FWD_TILE, fused_energy.BWD_TILE)
+    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     out = []
     try:
         for label, plan in plans:
@@ -261,9 +266,8 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
             clip = plan.get("edge_clip", 0)
             edges = combined_edge_types(None, n, clip, batch, device) if clip else None
             fused_energy.default_tanh = (lambda dtype, form=plan["tanh"]: form) if "tanh" in plan else default_tanh
-            if plan.get("last_tiles"):
-                fused_energy.FWD_TILES, fused_energy.BWD_TILES = tiles[0][-1:], tiles[1][-1:]
-                fused_energy._FITTING.clear()
+            fused_energy.FWD_TILE, fused_energy.BWD_TILE = plan.get("tiles", tiles)
+            torch.backends.cuda.matmul.allow_tf32 = plan.get("tf32", allow_tf32)
             steps = {"fused": make_step(build("fused", hidden, energy_dim, args.heads, device, clip), x, mask,
                                         torch.float32, plan.get("need_alpha", False), edges),
                      "mha": make_step(build("mha", hidden, energy_dim, args.heads, device), x, mask, torch.float32)}
@@ -275,8 +279,8 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
                   + ("" if row["peak_mb"] is None else f", peak {row['peak_mb']:.0f} MB"), flush=True)
     finally:
         fused_energy.default_tanh = default_tanh
-        fused_energy.FWD_TILES, fused_energy.BWD_TILES = tiles
-        fused_energy._FITTING.clear()
+        fused_energy.FWD_TILE, fused_energy.BWD_TILE = tiles
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     return out
 
 

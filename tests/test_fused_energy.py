@@ -133,33 +133,6 @@ def test_gpu_bench_runs_quick_on_cpu(tmp_path):
         assert result.returncode != 0 and "no CUDA device" in result.stderr
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_launch_falls_back_to_a_tile_that_fits(monkeypatch):
-    """A GPU with less shared memory refuses the first tile when loading it: the next one runs,
-    and is remembered for that kernel and shape."""
-    from triton.runtime.errors import OutOfResources
-
-    from cn3.layers import fused_energy
-
-    launched = []
-
-    class Kernel:
-        def __getitem__(self, grid):
-            def run(*args, **options):
-                if options["BM"] == 64:
-                    raise OutOfResources(232448, 232448 - 1, "shared memory")
-                launched.append((grid, options["BM"]))
-            return run
-
-    monkeypatch.setattr(fused_energy, "_FITTING", {})
-    options = [{"BM": 64}, {"BM": 16}]
-    for _ in range(2):
-        fused_energy._launch(Kernel(), options, lambda option: (128 // option["BM"],), ("k",), 1, flag=True)
-    assert launched == [((8,), 16), ((8,), 16)] and fused_energy._FITTING == {("k",): 1}
-    with pytest.raises(OutOfResources):
-        fused_energy._launch(Kernel(), options[:1], lambda option: (1,), ("other",))
-
-
 needs_cuda_triton = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON),
                                        reason="needs a CUDA device and triton")
 
@@ -168,9 +141,9 @@ needs_cuda_triton = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TR
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("need_alpha", [False, True])
 def test_fused_matches_dense_on_cuda(heads, need_alpha):
-    """The compiled kernel (libdevice tanh, TF32 products with the values) against the dense path
-    on the same weights: states and weights within TF32's rounding, every gradient within 1%
-    (relative norm), with node attributes, edge types, padding, one node and an empty sentence."""
+    """The compiled kernel (libdevice tanh, IEEE fp32 products: torch's default) against the dense
+    path on the same weights: states, weights and every gradient, with node attributes, edge types,
+    padding, one node and an empty sentence."""
     torch.manual_seed(0)
     fused = DynamicGraphLayer(64, attr_dim=8, n_edge_types=7, edge_dim=16, energy_dim=40, energy_heads=heads,
                               impl="fused").to(CUDA)
@@ -184,16 +157,16 @@ def test_fused_matches_dense_on_cuda(heads, need_alpha):
     edges = torch.randint(0, 7, (4, n, n), device=CUDA)
     out, alpha, _ = fused(h, mask, v, edges, need_alpha=need_alpha)
     ref, ref_alpha, _ = dense(h, mask, v, edges)
-    torch.testing.assert_close(out, ref, atol=3e-3, rtol=3e-3)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
     if need_alpha:
-        torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-4)  # no TF32 in the weights
+        torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-4)
     else:
         assert alpha is None
     probe = torch.randn_like(out)
     got = torch.autograd.grad((out * probe).sum(), [h, *fused.parameters()])
     want = torch.autograd.grad((ref * probe).sum(), [h, *dense.parameters()])
     for name, g, w in zip(["h"] + [name for name, _ in fused.named_parameters()], got, want):
-        assert (g - w).norm() <= 0.01 * w.norm(), name
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}")
 
 
 @needs_cuda_triton

@@ -31,9 +31,9 @@ not bitwise reproducible (``auto`` picks the dense path under
 
 Precision: the tiles are loaded in their dtype (bf16 under autocast halves the traffic), the
 energy, softmax and every accumulator are fp32, and the products with the values (``p v`` forward,
-``p^T dout`` and ``dout v^T`` backward) run on tensor cores in the values' dtype, TF32 for fp32
-values (:data:`FP32_DOT`: messages and gradients within ~1e-3 relative of IEEE fp32, as torch's
-own ``allow_tf32`` matmuls).
+``p^T dout`` and ``dout v^T`` backward, the latter ``DC`` columns at a time so that its operands do
+not fill the registers) run in the values' dtype: bf16 on tensor cores, fp32 as torch's own matmuls
+(IEEE, or TF32 where ``torch.backends.cuda.matmul.allow_tf32``).
 
 ``tanh`` has three forms (``tanh=``): ``"sigmoid"`` (``2 sigmoid(2x) - 1``, the only one Triton's
 interpreter runs), ``"libdevice"`` (CUDA's accurate ``tanhf``) and ``"approx"`` (the single
@@ -45,8 +45,8 @@ Testing without a GPU: with ``TRITON_INTERPRET=1`` in the environment before ``t
 imported (the flag is read when Triton defines its own and these kernels, so it holds per process)
 the kernels run on CPU tensors in Triton's interpreter, one program at a time, with the small
 tiles :data:`INTERPRETER_TILES`. ``tests/fused_interpreter_cases.py`` runs that way, in a
-subprocess of ``tests/test_fused_energy.py``. On a GPU the tiles are the first of :data:`FWD_TILES`
-and :data:`BWD_TILES` that fits; each new (energy width, value width, dtype, option) combination compiles once
+subprocess of ``tests/test_fused_energy.py``. On a GPU the tiles are :data:`FWD_TILE` and
+:data:`BWD_TILE`; each new (energy width, value width, dtype, option) combination compiles once
 (seconds; Triton caches the binaries on disk).
 """
 
@@ -59,7 +59,6 @@ import triton
 import triton.language as tl
 from torch import Tensor
 from triton.language.extra import libdevice
-from triton.runtime.errors import OutOfResources
 
 #: True when Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` before import).
 INTERPRETING = (triton.knobs.runtime.interpret if hasattr(triton, "knobs")
@@ -74,12 +73,6 @@ TANH_FORMS = {"sigmoid": 0, "libdevice": 1, "approx": 2}
 
 #: Copies of the ``(T, e)`` edge-gradient table that the backward's atomics spread over.
 SLOTS = 16
-
-#: ``tl.dot`` input precision of fp32 messages on a GPU. ``tf32`` (10-bit mantissa: messages and
-#: gradients within ~1e-3 relative) runs on tensor cores; ``ieee`` is exact but Triton then computes
-#: the ``(BM, BN) x (BN, d)`` products with FMAs whose operands fill the registers (kilobytes of
-#: spills at ``d = 300``), and ``tf32x3`` (near fp32) spills too.
-FP32_DOT = "tf32"
 
 
 @triton.jit
@@ -204,7 +197,7 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
                 stride_dub, stride_de_slot,
                 EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
                 HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr,
-                TANH: tl.constexpr, DOT_PREC: tl.constexpr, SLOTS: tl.constexpr,
+                TANH: tl.constexpr, DOT_PREC: tl.constexpr, SLOTS: tl.constexpr, DC: tl.constexpr,
                 BMB: tl.constexpr, BNB: tl.constexpr, BE: tl.constexpr):
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
@@ -220,8 +213,8 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
     ev_ptr = EV + h * EH * stride_eve
     offs_d = tl.arange(0, DP)
     d_ok = offs_d < DH
-    v = tl.load(V + b * stride_vb + offs_n[:, None] * stride_vn + (h * DH + offs_d)[None, :] * stride_vd,
-                mask=col_ok[:, None] & d_ok[None, :], other=0.0)  # (BNB, DP)
+    v_ptr = V + b * stride_vb + h * DH * stride_vd
+    dout_base = DOUT + b * stride_ob + h * DH * stride_od
     dv = tl.zeros([BNB, DP], dtype=tl.float32)
     # this program's rows of the key gradient and its partial du (no other program writes them)
     dk_ptr = DK + b * stride_kb + h * EH * stride_ke
@@ -248,10 +241,20 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
                         BMB, BNB, EH, BE, HAS_EDGE, TANH)
             # alpha_ik = exp(s_ik - lse_i); masked keys and empty rows give exactly 0
             p = tl.exp(tl.where(col_ok[None, :], s, float("-inf")) - lse[:, None])
-        dout = tl.load(DOUT + b * stride_ob + offs_m[:, None] * stride_om + (h * DH + offs_d)[None, :] * stride_od,
+        dout = tl.load(dout_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
                        mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BMB, DP)
         dv += tl.dot(tl.trans(p).to(dout.dtype), dout, input_precision=DOT_PREC)  # dv_k = sum_i alpha_ik dout_i
-        dp = tl.dot(dout, tl.trans(v).to(dout.dtype), input_precision=DOT_PREC)  # <dout_i, v_k>
+        # <dout_i, v_k> over DC columns at a time, reloaded (cache hits): a (BMB, DP) x (DP, BNB)
+        # product at once would hold both operands' rows in registers
+        dp = tl.zeros([BMB, BNB], dtype=tl.float32)
+        for c0 in range(0, DP, DC):
+            offs_c = c0 + tl.arange(0, DC)
+            c_ok = offs_c < DH
+            dout_c = tl.load(dout_base + offs_m[:, None] * stride_om + offs_c[None, :] * stride_od,
+                             mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BMB, DC)
+            v_c = tl.load(v_ptr + offs_n[:, None] * stride_vn + offs_c[None, :] * stride_vd,
+                          mask=col_ok[:, None] & c_ok[None, :], other=0.0)  # (BNB, DC)
+            dp += tl.dot(dout_c, tl.trans(v_c), input_precision=DOT_PREC)
         delta = tl.load(DELTA + pid_bh * N_Q + offs_m, mask=row_ok, other=0.0)
         ds = p * (dp - delta[:, None])  # dL/ds_ik = alpha_ik (<dout_i, v_k> - <dout_i, out_i>)
         for j0 in range(0, EH, BE):
@@ -275,39 +278,23 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
 
 
 #: GPU tiles of the forward, ``(BM, BN, BE, warps, stages)``: ``BM`` queries x ``BN`` keys per tile,
-#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``), the first that fits the GPU's
-#: shared memory. Chosen by compiling for sm_90 (H100) with Triton 3.9 at ``d = 300`` (padded to
-#: 512) and ``e = 100``: the first spills no registers in fp32 and 0.5 KB in bf16 with edge types,
-#: in 68 KB of shared memory; ``(64, 32, ...)`` spills more, ``BN = 64`` kilobytes. Not autotuned:
+#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``). Chosen by compiling for sm_90
+#: (H100) with Triton 3.9 at ``d = 300`` (padded to 512) and ``e = 100``: no register spills with
+#: IEEE fp32, TF32 or bf16 products, edge types and alpha or not, in 34 KB of shared memory (an
+#: A100 fits it too). ``(32, 32, 4, 8, 1)`` is spill-free with TF32 only and twice the tile; small
+#: tiles also give a single long sentence enough programs for every SM (1 x 5000: 313). Not autotuned:
 #: compiling several tiles per dtype and option costs more than a short run saves.
-FWD_TILES = [(32, 32, 4, 8, 1), (16, 32, 4, 4, 1)]
+FWD_TILE = (16, 16, 16, 8, 1)
 #: GPU tiles of the backward, ``(BMB, BNB, BE, warps, stages)``: ``BNB`` keys per program, ``BMB``
-#: queries per step of its loop. The first needs 200 KB of shared memory at ``d = 300`` in fp32 (an
-#: H100 has 227 KB); the second, 133 KB, is for GPUs with less (an A100 has 163 KB).
-BWD_TILES = [(16, 64, 4, 8, 1), (16, 32, 4, 4, 1)]
-#: Per (kernel, shape options, dtype): the index of the first tile that fitted.
-_FITTING: dict[tuple, int] = {}
+#: queries per step of its loop; spill-free with TF32 and bf16, 76 bytes with IEEE fp32, 34 KB.
+BWD_TILE = (16, 16, 4, 8, 1)
 
 
-def _tile_options(tiles: list[tuple[int, ...]], names: tuple[str, str, str]) -> list[dict]:
-    """Launch options to try in order: :data:`INTERPRETER_TILES` in the interpreter, else ``tiles``."""
+def _tiles(tile: tuple[int, ...], names: tuple[str, str, str]) -> dict:
+    """Launch options: :data:`INTERPRETER_TILES` in the interpreter, else ``tile``."""
     if INTERPRETING:
-        return [{name: INTERPRETER_TILES[name] for name in names}]
-    return [{**dict(zip(names, tile[:3])), "num_warps": tile[3], "num_stages": tile[4]} for tile in tiles]
-
-
-def _launch(kernel, options: list[dict], grid, key: tuple, *args, **kwargs) -> None:
-    """``kernel[grid(option)](*args, **kwargs, **option)`` with the first option whose compiled
-    kernel fits the GPU (Triton refuses it when loading, before anything runs)."""
-    for index in range(_FITTING.get(key, 0), len(options)):
-        try:
-            kernel[grid(options[index])](*args, **kwargs, **options[index])
-        except OutOfResources:
-            if index == len(options) - 1:
-                raise
-            continue
-        _FITTING[key] = index
-        return
+        return {name: INTERPRETER_TILES[name] for name in names}
+    return {**dict(zip(names, tile[:3])), "num_warps": tile[3], "num_stages": tile[4]}
 
 
 def _ends(mask: Tensor | None, batch: int, n: int, device: torch.device) -> Tensor:
@@ -326,9 +313,13 @@ def _mask_bytes(mask: Tensor | None, device: torch.device) -> Tensor:
     return mask.contiguous().view(torch.uint8)
 
 
-def _dot_precision() -> str:
-    """:data:`FP32_DOT` on a GPU (16-bit operands ignore it); the interpreter computes in IEEE fp32."""
-    return "ieee" if INTERPRETING else FP32_DOT
+def _dot_precision(dtype: torch.dtype) -> str:
+    """``tl.dot``'s input precision for values of ``dtype``: fp32 as torch's own matmuls (TF32 only
+    where ``torch.backends.cuda.matmul.allow_tf32``, e.g. ``set_float32_matmul_precision("high")``),
+    fp64 exact; 16-bit operands ignore it."""
+    if dtype == torch.float64 or (dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32):
+        return "ieee"
+    return "tf32"
 
 
 def default_tanh(dtype: torch.dtype) -> str:
@@ -373,22 +364,23 @@ class FusedAdditiveAttention(torch.autograd.Function):
         ev = edge_vecs.to(compute).contiguous() if has_edge else q.new_zeros(1, 1)
         et = edge_type if has_edge else torch.zeros(1, 1, 1, dtype=torch.int32, device=device)
         kmask, qmask = _mask_bytes(key_mask, device), _mask_bytes(query_mask, device)
-        k_end, q_end = _ends(key_mask, batch, n_k, device), _ends(query_mask, batch, n_q, device)
+        k_end = _ends(key_mask, batch, n_k, device)
+        # the layer passes one mask as both: one pass over it
+        q_end = k_end if query_mask is key_mask and n_q == n_k else _ends(query_mask, batch, n_q, device)
         out = q.new_empty(batch, n_q, width)
         lse = torch.empty(batch * heads, n_q, dtype=torch.float32, device=device)
         # unvisited tiles (padding) keep -inf: weight exactly 0 after normalising
         scores = (torch.full((batch, heads, n_q, n_k), float("-inf"), device=device) if need_alpha
                   else lse.new_empty(1, 1, 1, 1))
         shape = dict(EH=dim // heads, DH=width // heads, DP=triton.next_power_of_2(max(width // heads, 16)),
-                     HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=_dot_precision())
+                     HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=_dot_precision(compute))
+        tiles = _tiles(FWD_TILE, ("BM", "BN", "BE"))
         if batch and n_q:
-            _launch(_fwd_kernel, _tile_options(FWD_TILES, ("BM", "BN", "BE")),
-                    lambda option: (triton.cdiv(n_q, option["BM"]), batch * heads),
-                    ("fwd", *shape.items(), need_alpha, compute),
-                    q, k, u, ev, et, v, kmask, qmask, k_end, q_end, out, lse, scores, n_q, n_k, heads,
-                    *q.stride(), *k.stride(), *ev.stride(), *et.stride(), *v.stride(), kmask.stride(0),
-                    qmask.stride(0), *out.stride(), *scores.stride(), HAS_KMASK=key_mask is not None,
-                    HAS_QMASK=query_mask is not None, NEED_ALPHA=need_alpha, **shape)
+            _fwd_kernel[(triton.cdiv(n_q, tiles["BM"]), batch * heads)](
+                q, k, u, ev, et, v, kmask, qmask, k_end, q_end, out, lse, scores, n_q, n_k, heads,
+                *q.stride(), *k.stride(), *ev.stride(), *et.stride(), *v.stride(), kmask.stride(0),
+                qmask.stride(0), *out.stride(), *scores.stride(), HAS_KMASK=key_mask is not None,
+                HAS_QMASK=query_mask is not None, NEED_ALPHA=need_alpha, **shape, **tiles)
         alpha = scores.sub_(lse.view(batch, heads, n_q, 1)).exp_() if need_alpha else None  # exp(s - lse)
         ctx.save_for_backward(q, k, u, ev if has_edge else None, edge_type, v, kmask, k_end, q_end, out, lse, alpha)
         ctx.shape, ctx.has_kmask = shape, key_mask is not None
@@ -411,22 +403,21 @@ class FusedAdditiveAttention(torch.autograd.Function):
         dq = torch.zeros(q.shape, dtype=torch.float32, device=device)  # sum_k G_ik, atomics
         dk = torch.zeros(k.shape, dtype=torch.float32, device=device)  # sum_i G_ik
         dv = torch.empty(v.shape, dtype=torch.float32, device=device)
-        options = _tile_options(BWD_TILES, ("BMB", "BNB", "BE"))
-        # one row per program, for the smallest key block any option uses (the rows of others stay 0)
-        du = torch.zeros(batch * triton.cdiv(n_k, min(option["BNB"] for option in options)), dim,
-                         dtype=torch.float32, device=device)
+        tiles = _tiles(BWD_TILE, ("BMB", "BNB", "BE"))
+        n_blocks = triton.cdiv(n_k, tiles["BNB"])
+        du = torch.zeros(batch * n_blocks, dim, dtype=torch.float32, device=device)  # one row per program
         de = (torch.zeros(SLOTS, *ev.shape, dtype=torch.float32, device=device) if has_edge
               else dq.new_zeros(1, 1, 1))
         ev_arg = ev if has_edge else q.new_zeros(1, 1)
         et = edge_type if has_edge else torch.zeros(1, 1, 1, dtype=torch.int32, device=device)
         p = alpha if alpha is not None else lse.new_empty(1, 1, 1, 1)
         if batch and n_k:
-            _launch(_bwd_kernel, options, lambda option: (triton.cdiv(n_k, option["BNB"]), batch * heads),
-                    ("bwd", *ctx.shape.items(), alpha is not None, v.dtype),
-                    q, k, u, ev_arg, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dq, dk, du, de, dv,
-                    n_q, n_k, heads, *q.stride(), *k.stride(), *ev_arg.stride(), *et.stride(), *v.stride(),
-                    kmask.stride(0), *out.stride(), *p.stride(), du.stride(0), de.stride(0),
-                    HAS_KMASK=ctx.has_kmask, HAVE_P=alpha is not None, SLOTS=SLOTS, **ctx.shape)
+            _bwd_kernel[(n_blocks, batch * heads)](
+                q, k, u, ev_arg, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dq, dk, du, de, dv,
+                n_q, n_k, heads, *q.stride(), *k.stride(), *ev_arg.stride(), *et.stride(), *v.stride(),
+                kmask.stride(0), *out.stride(), *p.stride(), du.stride(0), de.stride(0),
+                HAS_KMASK=ctx.has_kmask, HAVE_P=alpha is not None, SLOTS=SLOTS, DC=min(32, ctx.shape["DP"]),
+                **ctx.shape, **tiles)
         u_flat = u.reshape(-1).float()  # dq, dk, dE are u times the sums of G
         dtype_q, dtype_k, dtype_u, dtype_e, dtype_v = ctx.dtypes
         need = ctx.needs_input_grad
