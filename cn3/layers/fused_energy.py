@@ -281,7 +281,7 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
 #: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``). Chosen by compiling for sm_90
 #: (H100) with Triton 3.9 at ``d = 300`` (padded to 512) and ``e = 100``: no register spills with
 #: IEEE fp32, TF32 or bf16 products, edge types and alpha or not, in 34 KB of shared memory (an
-#: A100 fits it too). ``(32, 32, 4, 8, 1)`` is spill-free with TF32 only and twice the tile; small
+#: A100 fits it too). ``(32, 32, 4, 8, 1)`` is spill-free with TF32 only; small
 #: tiles also give a single long sentence enough programs for every SM (1 x 5000: 313). Not autotuned:
 #: compiling several tiles per dtype and option costs more than a short run saves.
 FWD_TILE = (16, 16, 16, 8, 1)
@@ -300,7 +300,7 @@ def _tiles(tile: tuple[int, ...], names: tuple[str, str, str]) -> dict:
 def _ends(mask: Tensor | None, batch: int, n: int, device: torch.device) -> Tensor:
     """``(B,)`` int32: one past each row's last True (``n`` without a mask), so that kernels stop
     at the padding instead of masking it tile by tile."""
-    if mask is None:
+    if mask is None or n == 0:  # (amax refuses an empty axis)
         return torch.full((batch,), n, dtype=torch.int32, device=device)
     position = torch.arange(1, n + 1, dtype=torch.int32, device=device)
     return (mask.to(torch.int32) * position).amax(dim=-1).to(torch.int32)
