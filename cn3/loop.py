@@ -46,7 +46,7 @@ from cn3.bucketing import batch_loader
 from cn3.config import ConfigError
 from cn3.distributed import SINGLE, World, check_world_size, step_seed
 from cn3.run_dir import RunDir
-from cn3.runtime import restore_checkpoint, rng_state, seed_everything
+from cn3.runtime import plain_checkpoint, restore_checkpoint, rng_state, seed_everything
 from data_prep.atomic import atomic_torch_save
 from data_prep.console import progress
 
@@ -392,12 +392,13 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
         if not world.main:
             return
         full = path == run.latest
-        atomic_torch_save(path, {
+        atomic_torch_save(path, plain_checkpoint({
             "cn3_version": cn3.__version__, "config": config_dict, "model_args": model_args,
             "model": adapter.evaluated.state_dict(),
             "optimizer": optimizer.state_dict() if full else None,
             "scaler": scaler.state_dict() if full and scaler is not None else None,
-            "rng": rng_state() if full else None, "state": dict(state), **adapter.checkpoint_extra(full)})
+            "rng": rng_state() if full else None, "state": dict(state), **adapter.checkpoint_extra(full)},
+            path.name))
 
     def elapsed() -> float:
         state["seconds"] = time.perf_counter() - start_time
@@ -413,6 +414,7 @@ def run_loop(adapter: TaskAdapter, t: LoopConfig, run: RunDir, config_dict: dict
 
     def dev_evaluation(epoch: int, train_loss: float, bar, final: bool) -> None:
         score, fields, text = adapter.evaluate(bar)
+        score = float(score)  # a numpy scalar (seqeval's F1) would make the checkpoint unloadable with weights_only
         model.train()
         record = {"epoch": epoch, "batch": state["batch_in_epoch"], "step": state["step"],
                   "train_loss": round(train_loss, 4), **fields,

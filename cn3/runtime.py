@@ -214,24 +214,26 @@ def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
     if isinstance(ckpt, dict) and isinstance(ckpt.get("rng"), dict):
         ckpt["rng"] = plain_rng_state(ckpt["rng"])
     data = io.BytesIO()
-    torch.save(_plain(ckpt, str(path)), data)
+    torch.save(plain_checkpoint(ckpt, str(path)), data)
     atomic_write(path, lambda handle: handle.write(data.getvalue()))
     return True
 
 
-def _plain(value, where: str):
-    """``value`` with NumPy arrays as tensors, NumPy scalars as numbers and paths as strings; a
-    ConfigError naming ``where`` (the entry) for anything else that is not plain. Dicts and lists
-    are converted in place, so a state dict keeps its type and ``_metadata``."""
+def plain_checkpoint(value, where: str):
+    """``value`` with NumPy arrays as tensors, NumPy scalars as numbers and paths as strings, so that
+    ``torch.load(weights_only=True)`` reads it back: every checkpoint passes here before it is
+    written, and ``cn3 checkpoint upgrade`` converts old ones with it. A ConfigError naming ``where``
+    (the entry) for anything else that is not plain. Dicts and lists are converted in place, so a
+    state dict keeps its type and ``_metadata``."""
     if isinstance(value, dict):
         for k, v in value.items():
-            value[k] = _plain(v, f"{where}[{k!r}]")
+            value[k] = plain_checkpoint(v, f"{where}[{k!r}]")
         return value
     if isinstance(value, list):
-        value[:] = [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        value[:] = [plain_checkpoint(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
     if isinstance(value, tuple):
-        return tuple(_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(plain_checkpoint(v, f"{where}[{i}]") for i, v in enumerate(value))
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
     if isinstance(value, np.generic):
@@ -240,8 +242,8 @@ def _plain(value, where: str):
         return str(value)
     if value is None or isinstance(value, (torch.Tensor, bool, int, float, str, bytes)):
         return value
-    raise ConfigError(f"cannot upgrade: {where} is a {type(value).__module__}.{type(value).__qualname__}, "
-                      "which has no plain form")
+    raise ConfigError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which a checkpoint "
+                      "cannot hold (tensors, numbers, strings and containers of them only)")
 
 
 def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,

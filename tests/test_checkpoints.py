@@ -211,3 +211,20 @@ def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straig
     for key in ("model", "raw_model"):
         assert all(torch.equal(value, b[key][name]) for name, value in a[key].items()), key
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the loop's handlers are gone
+
+
+def test_a_numpy_scalar_in_the_training_state_still_gives_a_plain_checkpoint(tmp_path):
+    """seqeval's span F1 is a numpy scalar: a best score of that type once made best.pt unloadable
+    with weights_only=True (cn3 predict refused a CoNLL-2000 run it had just trained)."""
+    import numpy as np
+
+    from cn3.runtime import load_checkpoint, plain_checkpoint
+    from data_prep.atomic import atomic_torch_save
+
+    path = tmp_path / "best.pt"
+    atomic_torch_save(path, plain_checkpoint({"state": {"best_score": np.float64(75.0)}, "w": torch.ones(2)},
+                                             path.name))
+    back = load_checkpoint(path)
+    assert back["state"]["best_score"] == 75.0 and type(back["state"]["best_score"]) is float
+    with pytest.raises(ConfigError, match=r"best.pt\['x'\] is a builtins.object, which a checkpoint cannot hold"):
+        plain_checkpoint({"x": object()}, path.name)
