@@ -64,6 +64,12 @@ IMPLS = ("auto", "blockwise", "dense", "fused")
 #: The widest value slice per head (``hidden / energy_heads``) ``auto`` gives the fused kernel: its
 #: ``(rows, width)`` accumulators live in registers (the width padded to a power of two).
 FUSED_MAX_WIDTH = 512
+#: The longest sentence (keys per row) ``auto`` gives the fused kernel. Measured on one H200
+#: (docs/benchmarks.md, forward + backward, d 300, e 100): fused and dense tie at 8 x 200 (3.8 ms),
+#: dense wins from 1 x 1000 on (5.3 against 9.0 ms; 12.7 against 36.4 at 2500) while its
+#: ``(B, N, N, e)`` blocks stay within :data:`DENSE_ELEMENTS`; fused wins at 64 x 20 (2.9 against
+#: 3.4 ms) and needs O(B N (d + e)) memory. Sentence tasks' sentences are all far below it.
+FUSED_MAX_LENGTH = 512
 
 
 def fused_available() -> bool:
@@ -71,14 +77,16 @@ def fused_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def choose_impl(impl: str, device: torch.device, width: int = 0) -> str:
-    """The path ``impl`` (one of :data:`IMPLS`) runs on ``device`` for value slices of ``width``.
+def choose_impl(impl: str, device: torch.device, width: int = 0, length: int = 0) -> str:
+    """The path ``impl`` (one of :data:`IMPLS`) runs on ``device`` for value slices of ``width``
+    and sentences of ``length`` words (padded).
 
     ``auto``: the environment's ``CN3_ATTENTION_IMPL`` when set (a way to switch every layer of a
     run without touching its config); else ``fused`` on CUDA with Triton, ``dense`` on CUDA
     without it, under ``torch.use_deterministic_algorithms`` (the fused backward sums with
-    atomics, in no fixed order) or above :data:`FUSED_MAX_WIDTH`; ``blockwise`` elsewhere (on the
-    CPU it is the fastest). Other values are returned as they are.
+    atomics, in no fixed order), above :data:`FUSED_MAX_WIDTH` or above :data:`FUSED_MAX_LENGTH`
+    (measured faster there); ``blockwise`` elsewhere (on the CPU it is the fastest). Other values
+    are returned as they are.
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
@@ -90,7 +98,8 @@ def choose_impl(impl: str, device: torch.device, width: int = 0) -> str:
         return impl
     if device.type != "cuda":
         return "blockwise"
-    if fused_available() and not torch.are_deterministic_algorithms_enabled() and width <= FUSED_MAX_WIDTH:
+    if (fused_available() and not torch.are_deterministic_algorithms_enabled() and width <= FUSED_MAX_WIDTH
+            and length <= FUSED_MAX_LENGTH):
         return "fused"
     return "dense"
 
@@ -170,7 +179,7 @@ class DynamicGraphLayer(nn.Module):
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
                 per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
         self._check(v, edge_type)
-        path = choose_impl(self.impl, h.device, self.hidden // self.energy_heads)
+        path = choose_impl(self.impl, h.device, self.hidden // self.energy_heads, h.shape[1])
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
         if v is not None:

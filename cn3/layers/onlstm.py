@@ -30,8 +30,8 @@ autocast keeps the step loop: with bf16 products it was 46 ms against the fp32 s
 
 Fused steps on CUDA (issue 31): at NMT sizes the scan is bound by kernel launches (about 13 small
 kernels per step forward, 10 backward; cuDNN's LSTM runs the whole recurrence in a few). With
-``CN3_ONLSTM_COMPILE`` (environment) or :data:`COMPILE_STEPS` at ``auto`` (the default: CUDA with
-Triton installed) or ``always``, one step's arithmetic, the recurrent product included, runs as one
+``CN3_ONLSTM_COMPILE`` (environment) or :data:`COMPILE_STEPS` at ``always`` (``auto``, the default,
+does not: measured slower than the plain scan on an H200, :func:`_use_compiled`), one step's arithmetic, the recurrent product included, runs as one
 ``torch.compile``-d function forward (:func:`_step_forward`) and one backward
 (:func:`_step_backward`), a couple of fused kernels each, compiled once for all shapes
 (``dynamic=True``). The results equal the plain scan's up to rounding. ``never`` or any failure to
@@ -41,7 +41,6 @@ always runs (its kernels are not launch-bound and it is the faster there).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import warnings
 
@@ -207,12 +206,15 @@ def _step_backward(step: int, d_hs: Tensor, dh_rec: Tensor, dc: Tensor, table: T
 
 
 def _use_compiled(device: torch.device) -> bool:
+    """Only under ``always``: measured on one H200 (docs/benchmarks.md), the compiled steps were slower
+    than the plain scan at both NMT shapes (20.4 against 17.4 ms at 64x25x256, 28.0 against 25.2 at
+    32x50x512, forward + backward), so ``auto`` runs the plain scan on every device."""
     mode = COMPILE_STEPS
     if mode not in ("auto", "always", "never"):
         raise ValueError(f"CN3_ONLSTM_COMPILE must be auto, always or never, got {mode!r}")
-    if mode == "never" or "failed" in _compiled:
+    if mode != "always" or "failed" in _compiled:
         return False
-    return mode == "always" or (device.type == "cuda" and importlib.util.find_spec("triton") is not None)
+    return True
 
 
 def _step_fn(name: str):
