@@ -302,29 +302,20 @@ class TranslationFeatures(Features):
         return out
 
 
-def is_translation_run(path: Path) -> bool:
-    """A run of ``cn3 nmt train`` (it keeps its sentencepiece model beside the checkpoints)."""
-    return any(Path(path).glob("spm.*.model"))
-
-
 def open_run(path: Path, device: torch.device, layer: int | None = None, split_features: bool = True,
              batch_size: int = 128, embeddings: Path | None = None, use_vectors: bool = True) -> Features:
     """The frozen encoder of the run at ``path`` (a sentence run of ``cn3 train`` or a translation run of
     ``cn3 nmt train``) as :class:`Features`. ``embeddings``/``use_vectors``: as ``cn3 evaluate``'s
     ``--embeddings``/``--no-vectors`` (:func:`cn3.inference.run_vectors`)."""
-    from cn3.run_dir import RunDir
+    from cn3.run_kinds import kind_of_run
 
     path = Path(path)
-    if not path.is_dir():
-        raise ConfigError(f"run directory not found: {path}")
-    if is_translation_run(path):
-        from cn3.nmt.trainer import load_run
-
-        return TranslationFeatures(load_run(path, device), device, layer, split_features, batch_size)
+    kind = kind_of_run(path)
+    if kind.translation:
+        return TranslationFeatures(kind.load(path, device), device, layer, split_features, batch_size)
     from cn3.inference import run_vectors
-    from cn3.trainer import load_model
 
-    loaded = load_model(RunDir(path), device)
+    loaded = kind.load(path, device)
     vectors, note = run_vectors(loaded.manifest, embeddings, use_vectors)
     return SentenceFeatures(loaded, device, vectors, note, layer, split_features, batch_size)
 

@@ -17,7 +17,7 @@ import torch
 from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
 from cn3.batching import DeviceBatches, GraphBatch, item_lengths, make_batch
-from cn3.bucketing import bucketed_batches
+from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
 from cn3.distributed import World, shutdown
@@ -26,12 +26,13 @@ from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig
 from cn3.run_dir import RunDir
+from cn3.run_kinds import SENTENCE
 from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write_json
 from data_prep.console import console
 
 #: the ``kind`` of a sentence-task checkpoint (translation runs have their own)
-CHECKPOINT_KIND = "cn3-sentence"
+CHECKPOINT_KIND = SENTENCE.checkpoint_kind
 
 
 def ensure_prepared(cfg: RunConfig) -> Path:
@@ -158,7 +159,7 @@ class SentenceTask:
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
-        return bucketed_batches(self.lengths, t.batch_size, shuffle=True, seed=t.seed * 100_003 + epoch,
+        return bucketed_batches(self.lengths, t.batch_size, shuffle=True, seed=epoch_seed(t.seed, epoch),
                                 max_tokens=t.max_tokens or None)
 
     def count(self, indices) -> int:

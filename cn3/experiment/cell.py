@@ -94,22 +94,11 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
 def _train(cell: Cell, threads: int, run_dir: Path, resume: bool, command: str) -> None:
     """What ``cn3 <cell.command(...)>`` does, as a call."""
     overrides = [*cell.overrides, f"train.num_threads={threads}"]
-    flags = {"train.seed": cell.seed}
-    if cell.translation:
-        from cn3.nmt.config import resolve_nmt_config
-        from cn3.nmt.data import absolutize
-        from cn3.nmt.trainer import train
-
-        saved = run_dir / "config.yaml"
-        # --resume continues the run's own config, as `cn3 nmt train --resume` does
-        cfg = resolve_nmt_config(saved if resume and saved.is_file() else None, flags, overrides)
-        absolutize(cfg)
-        train(cfg, run_dir, resume=resume)
-    else:
-        from cn3.resolve import resolve_config
-        from cn3.trainer import train
-
-        train(resolve_config(cell.task, None, flags, overrides), run_dir, resume=resume, command=command)
+    kind, saved = cell.kind, run_dir / "config.yaml"
+    # translation: --resume continues the run's own config, as `cn3 nmt train --resume` does
+    from_saved = saved if kind.translation and resume and saved.is_file() else None
+    cfg = kind.resolve(cell.task, {"train.seed": cell.seed}, overrides, from_saved)
+    kind.train(cfg, run_dir, resume, command)
 
 
 def _log_to(path: Path) -> tuple[int, int]:

@@ -100,8 +100,6 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
     Raises:
         ConfigError: naming the cell and the key.
     """
-    from cn3.loop import RESUMABLE_CHANGES
-    from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
     from cn3.runtime import check_resume_config
 
     resolved = {}
@@ -114,7 +112,7 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
             continue
         try:
             check_resume_config(read_cell_config(cell, saved_path), wanted,
-                                NMT_RESUMABLE if cell.translation else RESUMABLE_CHANGES)
+                                cell.kind.resumable_changes())
         except ConfigError as err:
             raise ConfigError(f"cell {cell.name}: {cell.run_dir} holds a run with another config ({err}); "
                               "remove it, or give the grid another --out") from None

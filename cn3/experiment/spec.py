@@ -45,11 +45,11 @@ from pathlib import Path
 
 from cn3.config import ConfigError, load_yaml
 from cn3.experiment.tuning import Tuning, choose, parse_tuning
+from cn3.run_kinds import TRANSLATION_TASKS, RunKind, kind_of_task
 
 #: shipped specs, found by name (``cn3 experiment run liu-table3``)
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 #: the task name of translation cells (`cn3 nmt train` on Multi30k)
-TRANSLATION_TASK = "multi30k"
 SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references", "tune",
              "paper", "differs"}
 BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune", "differs"}
@@ -85,12 +85,13 @@ class Cell:
         return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else f"seed{self.seed}")
 
     @property
-    def translation(self) -> bool:
-        return self.task == TRANSLATION_TASK
+    def kind(self) -> RunKind:
+        """Sentence or translation (:mod:`cn3.run_kinds`)."""
+        return kind_of_task(self.task)
 
     def command(self, threads: int, resume: bool) -> list[str]:
         """The ``cn3`` arguments that train this cell (``--resume`` continues an interrupted one)."""
-        head = ["nmt", "train"] if self.translation else ["train", "--task", self.task]
+        head = [*self.kind.command] + ([] if self.kind.translation else ["--task", self.task])
         args = [*head, "--seed", str(self.seed), "--run-dir", str(self.run_dir)]
         for text in (*self.overrides, f"train.num_threads={threads}"):
             args += ["--set", text]
@@ -251,10 +252,10 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
         tasks = {t: {} for t in tasks}
     tasks = {str(t): _mapping(o, f"{path}: tasks.{t}") for t, o in _mapping(tasks, f"{path}: tasks").items()}
     for task in tasks:
-        if task not in TASKS and task != TRANSLATION_TASK:
-            close = difflib.get_close_matches(task, [*TASKS, TRANSLATION_TASK], n=1)
+        if task not in TASKS and task not in TRANSLATION_TASKS:
+            close = difflib.get_close_matches(task, [*TASKS, *TRANSLATION_TASKS], n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{path}: unknown task '{task}'{hint} (`cn3 tasks`, or {TRANSLATION_TASK} for translation)")
+            raise ConfigError(f"{path}: unknown task '{task}'{hint} (`cn3 tasks`, or {' or '.join(TRANSLATION_TASKS)} for translation)")
     variants = {str(v): _mapping(o, f"{path}: variants.{v}") for v, o in _mapping(data["variants"], f"{path}: variants").items()}
     if not variants:
         raise ConfigError(f"{path}: no variants")
@@ -317,18 +318,7 @@ def resolve_cell(cell: Cell, threads: int):
 
     overrides = [*cell.overrides, f"train.num_threads={threads}"]
     try:
-        if cell.translation:
-            from cn3.nmt.config import resolve_nmt_config
-            from cn3.nmt.data import absolutize
-
-            cfg = resolve_nmt_config(None, {"train.seed": cell.seed}, overrides)
-            absolutize(cfg)
-        else:
-            from cn3.encoders import get_spec
-            from cn3.resolve import resolve_config
-
-            cfg = resolve_config(cell.task, None, {"train.seed": cell.seed}, overrides)
-            get_spec(cfg.model.encoder)
+        cfg = cell.kind.resolve(cell.task, {"train.seed": cell.seed}, overrides)
     except ConfigError as err:
         raise ConfigError(f"cell {cell.name}: {err}") from None
     return to_dict(cfg)
@@ -341,8 +331,6 @@ def read_cell_config(cell: Cell, path: Path) -> dict:
     Raises:
         ConfigError: the file does not fit that kind of config in this cn3.
     """
-    from cn3.nmt.config import NMTConfig
-    from cn3.run_config import RunConfig
     from cn3.runtime import read_saved_config
 
-    return read_saved_config(NMTConfig if cell.translation else RunConfig, path)
+    return read_saved_config(cell.kind.config_class(), path)

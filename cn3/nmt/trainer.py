@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from cn3.bucketing import bucketed_batches
+from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
 from cn3.distributed import World, shutdown
@@ -44,11 +44,12 @@ from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_spl
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
+from cn3.run_kinds import TRANSLATION
 from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
 from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
 from data_prep.console import console, progress
 
-CHECKPOINT_KIND = "cn3-nmt"
+CHECKPOINT_KIND = TRANSLATION.checkpoint_kind
 
 #: Settings a resumed run may change; anything else must match the run.
 RESUMABLE_CHANGES = LOOP_RESUMABLE | {("train", k) for k in ("eval_batch_size", "final_beam", "final_splits", "alpha")}
@@ -196,7 +197,7 @@ class TranslationTask:
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
-        return bucketed_batches(self.lengths, 0, shuffle=True, seed=t.seed * 100_003 + epoch,
+        return bucketed_batches(self.lengths, 0, shuffle=True, seed=epoch_seed(t.seed, epoch),
                                 max_tokens=t.max_tokens, pool=0)
 
     def count(self, indices) -> int:

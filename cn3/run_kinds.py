@@ -1,0 +1,125 @@
+"""The kinds of run, and the one place that decides which kind a run, a checkpoint or a cell is.
+
+cn3 trains two kinds of run around one loop (:mod:`cn3.loop`): **sentence** runs (``cn3 train``:
+classification, pairs and tagging over prepared sentence graphs) and **translation** runs
+(``cn3 nmt train``). Each kind owns its config class, how a config is resolved, which keys a resumed
+run may change, how a finished run is loaded back and trained, and the ``kind`` its checkpoints carry.
+The experiment runner, the probe and the loaders ask here instead of guessing from file names or task
+names (a run directory says its kind by its ``config.yaml``: a translation config names its languages).
+
+Args of :class:`RunKind` (all imports are lazy: asking a run's kind loads neither model code):
+    name: ``sentence`` or ``translation``.
+    command: the ``cn3`` words that train one.
+    checkpoint_kind: the ``kind`` entry of its checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from cn3.config import ConfigError
+
+#: experiment tasks that are translation corpora (every other task is a sentence task of `cn3 tasks`)
+TRANSLATION_TASKS = ("multi30k",)
+
+
+@dataclass(frozen=True)
+class RunKind:
+    name: str
+    command: tuple[str, ...]
+    checkpoint_kind: str
+
+    @property
+    def translation(self) -> bool:
+        return self.name == "translation"
+
+    def config_class(self):
+        if self.translation:
+            from cn3.nmt.config import NMTConfig
+
+            return NMTConfig
+        from cn3.run_config import RunConfig
+
+        return RunConfig
+
+    def resumable_changes(self) -> set:
+        """The ``(section, key)`` pairs a resumed run may change (epochs, patience, ...)."""
+        if self.translation:
+            from cn3.nmt.trainer import RESUMABLE_CHANGES
+        else:
+            from cn3.loop import RESUMABLE_CHANGES
+        return RESUMABLE_CHANGES
+
+    def resolve(self, task: str, flags: dict, overrides: list[str], saved: Path | None = None):
+        """The run's config: the shipped one for ``task`` (translation: ``saved``, a run's own
+        ``config.yaml``, when given), then ``flags`` and the ``--set`` ``overrides``."""
+        if self.translation:
+            from cn3.nmt.config import resolve_nmt_config
+            from cn3.nmt.data import absolutize
+
+            cfg = resolve_nmt_config(saved, flags, overrides)
+            absolutize(cfg)
+            return cfg
+        from cn3.resolve import resolve_config
+
+        return resolve_config(task, saved, flags, overrides)
+
+    def train(self, cfg, run_dir: Path, resume: bool, command: str | None = None):
+        if self.translation:
+            from cn3.nmt.trainer import train
+
+            return train(cfg, run_dir, resume=resume)
+        from cn3.trainer import train
+
+        return train(cfg, run_dir, resume=resume, command=command)
+
+    def load(self, run_dir: Path, device):
+        """The trained model of ``run_dir`` (``best.pt``, else ``latest.pt``)."""
+        if self.translation:
+            from cn3.nmt.trainer import load_run
+
+            return load_run(run_dir, device)
+        from cn3.run_dir import RunDir
+        from cn3.trainer import load_model
+
+        return load_model(RunDir(run_dir), device)
+
+
+SENTENCE = RunKind("sentence", ("train",), "cn3-sentence")
+TRANSLATION = RunKind("translation", ("nmt", "train"), "cn3-nmt")
+RUN_KINDS = {kind.name: kind for kind in (SENTENCE, TRANSLATION)}
+
+
+def kind_of_task(task: str) -> RunKind:
+    """The kind of run that trains ``task`` (an experiment spec's task name)."""
+    return TRANSLATION if task in TRANSLATION_TASKS else SENTENCE
+
+
+def kind_of_config(config: dict) -> RunKind:
+    """The kind of a resolved config, as a run's ``config.yaml`` holds it: translation configs name
+    their languages (``data.src_lang``), sentence configs their task (``data.task``)."""
+    data = config.get("data") if isinstance(config, dict) else None
+    if isinstance(data, dict) and "src_lang" in data:
+        return TRANSLATION
+    if isinstance(data, dict) and "task" in data:
+        return SENTENCE
+    raise ConfigError("not a cn3 run config: its data section names neither a task nor the languages")
+
+
+def kind_of_run(path: str | Path) -> RunKind:
+    """The kind of the run in directory ``path``, from its ``config.yaml``."""
+    path = Path(path)
+    config = path / "config.yaml"
+    if not path.is_dir():
+        raise ConfigError(f"run directory not found: {path}")
+    if not config.is_file():
+        raise ConfigError(f"{path} has no config.yaml: not a cn3 run directory")
+    try:
+        return kind_of_config(yaml.safe_load(config.read_text(encoding="utf-8")))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{config} is not valid YAML ({err})") from None
+    except ConfigError as err:
+        raise ConfigError(f"{config}: {err}") from None
