@@ -23,6 +23,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from cn3.run_dir import split_scores
+
 
 def load(paths: list[Path]) -> list[dict]:
     rows = []
@@ -64,7 +66,7 @@ def nmt_table(rows: list[dict], group: bool) -> None:
         print("| encoder | " + " | ".join(splits) + " | runs | params | mean wall time |")
         print("|---|" + "---|" * len(splits) + "---|---|---|")
         for encoder, rs in sorted(groups.items()):
-            cells = [fmt([r["scores"][s]["bleu"] for r in rs]) if all(s in r["scores"] for r in rs) else "-"
+            cells = [fmt([split_scores(r)[s]["score"] for r in rs]) if all(s in r["scores"] for r in rs) else "-"
                      for s in splits]
             wall = statistics.mean(r["seconds"] for r in rs)
             print(f"| {encoder} | " + " | ".join(cells) + f" | {len(rs)} | {rs[0]['parameters']:,} | {wall:.0f} s |")
@@ -72,7 +74,7 @@ def nmt_table(rows: list[dict], group: bool) -> None:
     print("| encoder | seed | " + " | ".join(splits) + " | best epoch | steps | wall time | params |")
     print("|---|---|" + "---|" * len(splits) + "---|---|---|---|")
     for r in rows:
-        cells = [f"{r['scores'][s]['bleu']:.2f}" if s in r["scores"] else "-" for s in splits]
+        cells = [f"{split_scores(r)[s]['score']:.2f}" if s in r["scores"] else "-" for s in splits]
         print(f"| {r['encoder']} | {r['seed']} | " + " | ".join(cells) +
               f" | {r['best_epoch']} | {r['steps']} | {r['seconds']:.0f} s | {r['parameters']:,} |")
 

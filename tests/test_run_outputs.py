@@ -38,6 +38,14 @@ def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def read_predictions(run, split: str) -> list[dict]:
+    """A split's predictions as ``{"i", "gold", "pred"}`` per item, read by cn3.run_dir (ids in xz JSON)."""
+    from cn3.run_dir import load_predictions
+
+    p = load_predictions(run, split)
+    return [{"i": i, "gold": g, "pred": q} for i, (g, q) in enumerate(zip(p.gold, p.pred, strict=True))]
+
+
 def assert_one_line_error(result, fragment: str) -> None:
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and result.output.strip().count("\n") == 0, result.output
@@ -86,9 +94,9 @@ def test_classification_predictions_match_gold_and_the_score(trec_run, prepared)
     assert set(results["predictions"]) == {"dev", "test"}
     for split in ("dev", "test"):
         entry = results["predictions"][split]
-        records = read_jsonl(trec_run / entry["path"])
+        records = read_predictions(trec_run, split)
         dataset, labels = limited_split(prepared("trec"), split, 300)
-        assert entry == {"path": f"predictions/{split}.jsonl", "items": len(dataset), "metric": "accuracy",
+        assert entry == {"path": f"predictions/{split}.json.xz", "items": len(dataset), "metric": "accuracy",
                          "tag_scheme": None, "task": "trec"}
         assert [r["i"] for r in records] == list(range(len(dataset)))
         assert [r["gold"] for r in records] == [labels[int(y)] for y in dataset.t["y"]]
@@ -101,7 +109,7 @@ def test_tagging_predictions_are_tag_lists_scored_by_span_f1(tagger_run, prepare
     results = json.loads((tagger_run / "results.json").read_text())
     entry = results["predictions"]["test"]
     assert entry["metric"] == "span_f1" and entry["tag_scheme"] == "BIOES" and entry["task"] == "conll2000"
-    records = read_jsonl(tagger_run / entry["path"])
+    records = read_predictions(tagger_run, "test")
     dataset, labels = limited_split(prepared("conll2000"), "test", 200)
     assert [r["gold"] for r in records] == [[labels[t] for t in dataset[i].y.tolist()] for i in range(len(dataset))]
     assert all(len(r["pred"]) == len(r["gold"]) for r in records)
@@ -205,11 +213,12 @@ def test_translation_predictions_are_references_and_hypotheses(tmp_path):
     for split in ("val", "test"):
         entry = results["predictions"][split]
         assert entry["metric"] == "bleu" and entry["tag_scheme"] is None and entry["task"] == results["corpus"]
-        records = read_jsonl(run / entry["path"])
+        records = read_predictions(run, split)
         assert entry["items"] == len(records) == results["scores"][split]["sentences"]
         assert [r["gold"] for r in records] == [t for _, t in load_split(cfg.data, split, cfg.train.seed)]
         hyps = [r["pred"] for r in records]
         assert hyps == (run / "translations" / f"{split}.beam2.txt").read_text(encoding="utf-8").splitlines()
         bleu = sacrebleu.corpus_bleu(hyps, [[r["gold"] for r in records]]).score
-        assert round(bleu, 2) == results["scores"][split]["bleu"]
+        assert results["scores"][split]["metric"] == "bleu"
+        assert round(bleu, 2) == results["scores"][split]["score"]
     assert (run / "curves.png").read_bytes()[:8] == PNG

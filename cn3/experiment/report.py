@@ -42,6 +42,7 @@ from pathlib import Path
 
 from cn3.experiment.reuse import reused_from
 from cn3.experiment.spec import Cell, ExperimentSpec
+from cn3.run_dir import finished, read_results, split_scores
 from cn3.stats import POWER, mean_std
 
 ALPHA = 0.05
@@ -70,14 +71,11 @@ class TaskColumn:
 
 
 def _results(cell: Cell) -> dict | None:
-    path = cell.run_dir / "results.json"
-    if not path.is_file():
+    """A finished cell's results with its scores in the one schema (:func:`cn3.run_dir.split_scores`)."""
+    if not finished(cell.run_dir):
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _value(entry: dict) -> float | None:
-    return entry.get("score", entry.get("bleu"))
+    results = read_results(cell.run_dir)
+    return {**results, "scores": split_scores(results)}
 
 
 def table_cells(cells: list[Cell]) -> list[Cell]:
@@ -188,9 +186,9 @@ def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
         if column.split is None:
             continue
         first = items[0][1]["scores"][column.split]
-        column.metric = first.get("metric", "bleu" if "bleu" in first else None)
+        column.metric = first.get("metric")
         for cell, results in items:
-            column.scores.setdefault(cell.variant, {})[cell.seed] = _value(results["scores"][column.split])
+            column.scores.setdefault(cell.variant, {})[cell.seed] = results["scores"][column.split]["score"]
             column.runs.setdefault(cell.variant, {})[cell.seed] = cell.run_dir
     return columns
 

@@ -307,7 +307,9 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
         bleu, signature, hyps = score_pairs(loaded.model, loaded.tokenizer, pairs, t.final_beam, t.alpha,
                                             t.eval_batch_size, device, label=f"{name} BLEU")
         atomic_write_text(run.path / "translations" / f"{name}.beam{t.final_beam}.txt", "\n".join(hyps) + "\n")
-        results["scores"][name] = {"bleu": round(bleu, 2), "signature": signature, "sentences": len(pairs)}
+        # one schema for every kind of run: metric and score (runs before 0.10 wrote "bleu": run_dir.split_scores)
+        results["scores"][name] = {"metric": "bleu", "score": round(bleu, 2), "signature": signature,
+                                   "sentences": len(pairs)}
         results["predictions"][name] = run.write_predictions(name, [ref for _, ref in pairs], hyps, "bleu", None,
                                                              results["corpus"])
     if has_gates(cfg.model):
@@ -320,7 +322,7 @@ def finish(run: RunDir, cfg: NMTConfig, device, state: dict) -> dict:
     for col in ("split", "BLEU", "sentences", "beam", "steps", "wall time", "parameters"):
         table.add_column(col)
     for split, s in results["scores"].items():
-        table.add_row(split, f"{s['bleu']:.2f}", str(s["sentences"]), str(t.final_beam), str(state["step"]),
+        table.add_row(split, f"{s['score']:.2f}", str(s["sentences"]), str(t.final_beam), str(state["step"]),
                       f"{state['seconds']:.0f} s", f"{results['parameters']:,}")
     if results["scores"]:
         console.print(table)
