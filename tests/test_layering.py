@@ -42,3 +42,42 @@ def test_no_upward_imports(package):
         if name in FORBIDDEN[package]
     ]
     assert not violations, "\n".join(violations)
+
+
+def imported_modules(source: str, filename: str) -> set[tuple[int, str]]:
+    """``(line, dotted module)`` of every absolute import in ``source``."""
+    found = set()
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found.update((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add((node.lineno, node.module))
+    return found
+
+
+#: Inside cn3, what reads downward: the layers and encoders know nothing of the tools above them, and
+#: the analysis does not draw through the visualisation (both draw through the leaf cn3.plotting).
+WITHIN_CN3 = {
+    "cn3/analysis": ("cn3.visualize", "cn3.experiment"),
+    "cn3/layers": ("cn3.encoders", "cn3.models", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
+    "cn3/encoders": ("cn3.models", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(WITHIN_CN3))
+def test_cn3_subpackages_read_downward(folder):
+    violations = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, name in sorted(imported_modules(path.read_text(encoding="utf-8"), str(path)))
+        if name.startswith(WITHIN_CN3[folder])
+    ]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_library_never_starts_the_cli():
+    """A process the library starts runs a library module (the experiment cell), not ``python -m cli``:
+    an upward edge the import check above cannot see."""
+    found = [f"{path.relative_to(ROOT)}" for path in sorted((ROOT / "cn3").rglob("*.py"))
+             if '"-m", "cli"' in path.read_text(encoding="utf-8") or "'-m', 'cli'" in path.read_text(encoding="utf-8")]
+    assert not found, found

@@ -21,7 +21,7 @@ def render_graphs_figure(layers: list[dict], title: str):
     """A matplotlib Figure (Agg) of the per-layer summaries ``layers`` (``GraphStatistics.summary()``)."""
     from matplotlib.figure import Figure
 
-    from cn3.visualize.figure import matplotlib_agg
+    from cn3.plotting import matplotlib_agg
 
     matplotlib_agg()
     panels = [_hub_panel]

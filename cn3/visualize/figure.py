@@ -3,26 +3,17 @@ the words and the parser's tree below, the ``alpha`` heatmaps, and a strip of ga
 
 from __future__ import annotations
 
-import sys
 import textwrap
 
 import numpy as np
 
+from cn3.plotting import matplotlib_agg
 from cn3.visualize.edges import EdgeView, SideEdges, edge_norm_max, hub_line
 
 #: matplotlib colour maps: edge weights and gates.
 EDGE_CMAP, GATE_CMAP = "YlGnBu", "Greens"
 #: SVG without date/creator metadata (reproducible output).
 NO_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
-
-
-def matplotlib_agg():
-    """matplotlib on the Agg backend (unless pyplot already runs with another one)."""
-    import matplotlib
-
-    if "matplotlib.pyplot" not in sys.modules:
-        matplotlib.use("Agg")
-    return matplotlib
 
 
 def word_width(side: SideEdges) -> float:

@@ -18,9 +18,9 @@ from cn3.visualize.figure import (
     NO_SVG_METADATA,
     arc_height,
     draw_arcs,
-    matplotlib_agg,
     word_width,
 )
+from cn3.plotting import matplotlib_agg
 
 
 def render_html(view: EdgeView, layers: list[int], focus: dict[int, int] | None = None) -> str:
