@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import ConfigError
-from cn3.loop import LoopConfig
+from cn3.loop_config import LoopConfig
 from cn3.encoders.options import CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions, check_cn3_options
 
 
@@ -153,7 +153,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig(LoopConfig):
-    """The trainer: the loop's settings (:class:`cn3.loop.LoopConfig`: seed, epochs, max_steps,
+    """The trainer: the loop's settings (:class:`cn3.loop_config.LoopConfig`: seed, epochs, max_steps,
     patience, clip, evals_per_epoch, checkpoint_every, log_every, num_threads, tensorboard, precision,
     loader_workers) and these.
 

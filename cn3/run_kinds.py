@@ -50,7 +50,7 @@ class RunKind:
         if self.translation:
             from cn3.nmt.trainer import RESUMABLE_CHANGES
         else:
-            from cn3.loop import RESUMABLE_CHANGES
+            from cn3.loop_config import RESUMABLE_CHANGES
         return RESUMABLE_CHANGES
 
     def resolve(self, task: str, flags: dict, overrides: list[str], saved: Path | None = None):

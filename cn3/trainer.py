@@ -21,7 +21,8 @@ from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
 from cn3.distributed import World, shutdown
-from cn3.loop import RESUMABLE_CHANGES, check_tensorboard, make_optimizer, run_loop, start
+from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
+from cn3.loop_config import RESUMABLE_CHANGES
 from cn3.metrics import score
 from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
 from cn3.run_config import RunConfig

@@ -16,7 +16,7 @@ from cn3.analysis.energy import (
     sentence_energy_statistics,
     sentence_terms,
 )
-from cn3.layers.dynamic_graph import DynamicGraphEncoder, DynamicGraphLayer
+from cn3.layers.dynamic_graph import DynamicGraphEncoder
 
 
 def test_query_share_on_hand_made_energies():

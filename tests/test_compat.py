@@ -69,7 +69,7 @@ def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
     """A 0.2 run directory's config has a key 0.3 removed: --resume names the release, not the key alone."""
     import yaml
 
-    from cn3.loop import RESUMABLE_CHANGES
+    from cn3.loop_config import RESUMABLE_CHANGES
     from cn3.run_config import RunConfig
     from cn3.runtime import open_run
 

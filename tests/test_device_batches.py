@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cn3.batching import DeviceBatches, SideBatch, make_batch
-from cn3.loop import LoopConfig
+from cn3.loop_config import LoopConfig
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 

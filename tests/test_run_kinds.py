@@ -31,7 +31,7 @@ def test_what_is_not_a_run_is_named(tmp_path):
 
 
 def test_each_kind_owns_its_config_resume_keys_and_command():
-    from cn3.loop import RESUMABLE_CHANGES
+    from cn3.loop_config import RESUMABLE_CHANGES
     from cn3.nmt.config import NMTConfig
     from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
     from cn3.run_config import RunConfig

@@ -395,7 +395,7 @@ class FusedAdditiveAttention(torch.autograd.Function):
             return (None,) * 10
         q, k, u, ev, edge_type, v, kmask, k_end, q_end, out, lse, alpha = ctx.saved_tensors
         batch, n_q, dim = q.shape
-        n_k, width, heads, device = k.shape[1], v.shape[-1], u.shape[0], q.device
+        n_k, heads, device = k.shape[1], u.shape[0], q.device
         has_edge = ev is not None
         grad_out = grad_out.to(v.dtype).contiguous()
         # D_i = <dout_i, out_i> per head, the softmax backward's row term

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import ConfigError, from_dict, resolve
-from cn3.loop import LoopConfig
+from cn3.loop_config import LoopConfig
 from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "nmt"  # package data: cn3/configs/nmt
@@ -122,7 +122,7 @@ class NMTModelConfig:
 
 @dataclass
 class NMTTrainConfig(LoopConfig):
-    """The trainer: the loop's settings (:class:`cn3.loop.LoopConfig`; here one evaluation per
+    """The trainer: the loop's settings (:class:`cn3.loop_config.LoopConfig`; here one evaluation per
     epoch by default, no clipping, a log line every 100 updates) and Adam (0.9, 0.98, 1e-9) with a
     linear warm-up to ``lr`` then inverse-sqrt decay.
 

@@ -36,7 +36,7 @@ from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.compat import upgrade_nmt_config
 from cn3.config import ConfigError
 from cn3.distributed import World, shutdown
-from cn3.loop import RESUMABLE_CHANGES as LOOP_RESUMABLE
+from cn3.loop_config import RESUMABLE_CHANGES as LOOP_RESUMABLE
 from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
 from cn3.nmt.analysis import gate_summary, has_gates
 from cn3.nmt.config import NMTConfig, config_from_dict

@@ -1,0 +1,108 @@
+"""The settings every training run shares (the ``train`` section of both kinds of config), beside
+the configs rather than inside the training loop: a config module reads them without importing the
+loop (:mod:`cn3.loop` runs them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from cn3.config import ConfigError
+
+#: ``train.device_batches: null`` pads the training split on a CUDA device up to this size
+DEVICE_BATCHES_MIB = 1024
+
+
+@dataclass
+class LoopConfig:
+    """The settings every training run shares (the ``train`` section of both configs).
+
+    Args:
+        seed: seeds the model's init, dropout and each epoch's batch order.
+        epochs: at most this many passes over the training data.
+        max_steps: stop after this many updates (0 = no limit); may change on ``--resume``.
+        patience: stop after this many evaluations without a better dev score.
+        clip: gradient-norm clipping (0 = off).
+        evals_per_epoch: dev evaluations per epoch, evenly spaced (the last at the epoch's end).
+        checkpoint_every: also write ``latest.pt`` every this many updates (0 = at evaluations,
+            epoch ends, stops and Ctrl-C only).
+        log_every: a log line with loss, learning rate and throughput every this many updates
+            (0 = never; the progress bar shows them live in a terminal).
+        num_threads: torch CPU threads (0 = torch's default).
+        tensorboard: also write train loss and learning rate (at each log line and evaluation) and
+            the dev scores (at each evaluation) as TensorBoard scalars into ``RUN/tensorboard/``;
+            needs the ``tensorboard`` package (``pip install 'cn3[tensorboard]'``).
+        precision: ``fp32``; ``bf16``: the training forward pass under ``torch.autocast`` in
+            bfloat16 (CPUs with AMX and GPUs from Ampere on run its matrix products fast; weights,
+            optimizer and gradients stay fp32, and bf16's fp32-sized exponent needs no loss
+            scaling); ``fp16``: float16 autocast with a ``torch.amp.GradScaler`` (for GPUs without
+            fast bf16, e.g. V100 and T4; it runs on CPU too, but slower than bf16 there). Dev and
+            test scoring stay fp32.
+        loader_workers: processes that collate the next batches while the model trains on this
+            one (``torch.utils.data.DataLoader`` workers; on CUDA the batches also arrive in pinned
+            memory, so their copies to the GPU overlap its work). ``None`` = 2 on CUDA, 0 on CPU,
+            where the collation is cheap next to the model and workers would take cores from
+            torch's threads. Changes nothing that is computed.
+        deterministic: run the loop with ``torch.use_deterministic_algorithms(True)`` (and
+            ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set), so that on CUDA two runs, or a run
+            and its resume, agree bit for bit: CUDA's scatter-adds (the CN3 energy's gradient, the
+            Tree-LSTM, hybrid attention, PDGraph) otherwise sum in a varying order. Slower on CUDA;
+            CPU kernels are deterministic already.
+        device_batches: sentence tasks: pad the training split once into tensors on the device and
+            gather each batch there (:class:`cn3.batching.DeviceBatches`: the same batches, no
+            collation on the host, no copy per update, no loader workers). ``None`` = on CUDA when
+            the split takes at most ``DEVICE_BATCHES_MIB`` there, else off; ``true`` asks for it on
+            any device (on CPU it collates 5-7x faster, for the padded split's memory). Changes
+            nothing that is computed; translation batches are always built on the host.
+    """
+
+    seed: int = 1
+    epochs: int = 20
+    max_steps: int = 0
+    patience: int = 5
+    clip: float = 5.0
+    evals_per_epoch: int = 1
+    checkpoint_every: int = 0
+    log_every: int = 0
+    num_threads: int = 0
+    tensorboard: bool = False
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    loader_workers: int | None = None
+    deterministic: bool = False
+    device_batches: bool | None = None
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
+        for name in ("max_steps", "patience", "checkpoint_every", "log_every", "num_threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if self.evals_per_epoch < 1:
+            raise ConfigError(f"train.evals_per_epoch must be >= 1, got {self.evals_per_epoch}")
+        if self.clip < 0:
+            raise ConfigError(f"train.clip must be >= 0, got {self.clip}")
+        if self.loader_workers is not None and self.loader_workers < 0:
+            raise ConfigError(f"train.loader_workers must be >= 0 (or null: 2 on CUDA, 0 on CPU), "
+                              f"got {self.loader_workers}")
+
+    def workers(self, device: torch.device) -> int:
+        """``loader_workers``, or its default on ``device``."""
+        if self.loader_workers is not None:
+            return self.loader_workers
+        return 2 if device.type == "cuda" else 0
+
+    def use_device_batches(self, device: torch.device, nbytes: int) -> bool:
+        """``device_batches`` for a training split of ``nbytes`` padded, or its default on ``device``."""
+        if self.device_batches is not None:
+            return self.device_batches
+        return device.type == "cuda" and nbytes <= DEVICE_BATCHES_MIB * 2**20
+
+
+#: Loop settings a resumed run may change (how long to go on, how often to checkpoint or log, how
+#: many CPU threads or loader workers, whether to write TensorBoard scalars: none changes what is
+#: computed); anything else must match the run.
+RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
+                     ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every"),
+                     ("train", "tensorboard"), ("train", "loader_workers"), ("train", "device_batches")}
