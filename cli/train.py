@@ -241,11 +241,10 @@ def _print_groups(groups: list, field: str, metric: str) -> None:
 
 def _prepared_dir(loaded) -> Path:
     """The prepared dataset a run was trained on (from its config; checked against the fingerprint)."""
-    from cn3.trainer import ensure_prepared
+    from cn3.trainer import prepared_path
     from data_prep.prepare import read_manifest
 
-    cfg = loaded.config
-    path = ensure_prepared(cfg) if not cfg.data.prepared else Path(cfg.data.prepared)
+    path = prepared_path(loaded.config)
     manifest = read_manifest(path)
     if manifest is None or manifest.get("fingerprint") != loaded.manifest.get("fingerprint"):
         from cn3.config import ConfigError

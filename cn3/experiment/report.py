@@ -560,12 +560,12 @@ def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[
     """The level of the run's dataset, and the records of ``split`` and of ``train`` as the run trained
     and scored them: the prepared dataset of its config (as ``cn3 train`` found it) with its
     ``data.limit`` applied to both (:func:`cn3.trainer._train`)."""
-    from cn3.trainer import ensure_prepared
+    from cn3.trainer import prepared_path
     from data_prep.dataset import load_prepared
 
     data = repr(dataclasses.replace(cfg.data, limit=0))  # cells differing only in data.limit share a dataset
-    if ("path", data) not in cache:  # found (or prepared) once per data config, as `cn3 train` found it
-        cache["path", data] = Path(cfg.data.prepared) if cfg.data.prepared else ensure_prepared(cfg)
+    if ("path", data) not in cache:  # found once per data config, as `cn3 train` found it; never prepared here
+        cache["path", data] = prepared_path(cfg, prepare=False)
     path = cache["path", data]
     key = (str(path.resolve()), split, cfg.data.limit)
     if key not in cache:
