@@ -26,6 +26,9 @@ from cn3.analysis.graphs import (
 )
 from cli.main import app
 
+# slow: trains the runs it analyses (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

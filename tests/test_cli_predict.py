@@ -11,6 +11,9 @@ from typer.testing import CliRunner
 from cli.main import app
 from data_prep.prepare import PrepareSettings, prepare
 
+# slow: trains the runs it predicts with (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 TINY = ["--set", "model.hidden=16", "--set", "model.energy_dim=8", "--set", "model.mlp_hidden=16",
         "--set", "model.char=none", "--set", "model.pos_dim=0", "--set", "model.spell_dim=0",

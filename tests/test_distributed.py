@@ -25,6 +25,9 @@ import torch.multiprocessing as mp
 
 from cn3.distributed import World, step_seed
 
+# slow: torchrun processes training real runs (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "cli"]
 SINGLE = [sys.executable, "-m", "cli"]

@@ -21,6 +21,9 @@ from cn3.config import ConfigError
 from cn3.experiment.spec import SPEC_DIR, find_spec, load_spec
 from data_prep.prepare import PrepareSettings, prepare
 
+# slow: grids of real (tiny) trainings (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,6 +24,9 @@ from cli.main import app
 from cn3.experiment.spec import load_spec
 from data_prep.prepare import PrepareSettings, prepare
 
+# slow: grids through Ray and submitit (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

@@ -112,6 +112,7 @@ def test_need_alpha_false_gives_the_same_states_and_no_weights():
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[gpu]', or "
                                            "scripts/setup.sh): the fused kernel's interpreter tests need it")
+@pytest.mark.slow  # 28 kernels in Triton's interpreter, one program at a time: 15-35 s
 def test_interpreter_cases():
     """``tests/fused_interpreter_cases.py`` in a subprocess with ``TRITON_INTERPRET=1`` set before
     triton is imported (the flag is read at import, for the whole process, so it cannot be turned on

@@ -14,7 +14,8 @@ from cn3.nmt.trainer import learning_rate
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+# slow: tiny translation models trained to copy (`pytest -m "not slow"` is the quick loop)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 
 
 def copy_batch(g: torch.Generator, rows: int, vocab: int):

@@ -55,6 +55,7 @@ def test_fused_steps_equal_the_plain_scan(steps, lengths, with_state):
         torch.testing.assert_close(a, b, atol=1e-13, rtol=1e-12)
 
 
+@pytest.mark.slow  # dynamo traces the steps
 def test_steps_trace_into_few_graphs(steps):
     """dynamo traces both step functions whole (no graph break) and, with ``dynamic=True``, into a
     handful of graphs for every step, shape, padding and width: no recompilation per step."""

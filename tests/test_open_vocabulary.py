@@ -24,7 +24,8 @@ from data_prep.coverage import coverage
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+# slow: real trainings on six tasks (`pytest -m "not slow"` is the quick loop)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 GLOVE = "glove/glove.6B.50d.top100k.txt.gz"
 SMALL = dict(hidden=16, energy_dim=8, mlp_hidden=16, dropout=0.0, char="cnn", char_dim=4, char_out=6,
              spell_dim=4)

@@ -12,10 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cn3.config import to_dict
 from cn3.run_config import RunConfig
+
+# slow: builds and installs a wheel (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ["pyproject.toml", "README.md", "cn3", "cli", "data_prep"]

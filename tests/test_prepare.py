@@ -227,6 +227,7 @@ def test_written_files_are_ordinary_files(trec):
         assert mode == 0o666 & ~mask, oct(mode)  # not the 0600 of a temporary file
 
 
+@pytest.mark.slow  # two real prepares in two processes
 def test_parallel_prepares_of_one_dataset_take_turns(tmp_path, data_root):
     """Two trainings that prepare the same data on the fly: one builds it, the other waits and finds
     it up to date (without the lock each removed the other's temporary directory as stale)."""

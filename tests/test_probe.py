@@ -28,6 +28,9 @@ from tests.test_analysis_graphs import _small_trec
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import assert_clean_error, corpus
 
+# slow: trains and probes real runs (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

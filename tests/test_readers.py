@@ -115,6 +115,7 @@ def test_sst(load_real):
     assert sst2["train"][0].sentences[0].tokens[-1] == "units" or sst2["train"][0].line > 1
 
 
+@pytest.mark.slow  # reads the whole IMDB data
 def test_imdb(load_real):
     data = load_real("imdb")
     assert len(data["train"]) + len(data["dev"]) == 25_000 and len(data["dev"]) == 2_500
@@ -169,6 +170,7 @@ LOGIC_COUNTS = {
 }
 
 
+@pytest.mark.slow  # reads the whole Bowman logic data
 def test_logic_per_file_counts(load_real, data_root):
     data = load_real("logic")
     per_file = Counter(Path(e.source).name for split in data.values() for e in split)

@@ -22,6 +22,9 @@ from tests.test_cli_train import TINY
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import corpus
 
+# slow: trains the runs whose outputs it reads (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 # One epoch of 200 CoNLL-2000 sentences at this rate already finds some chunks (span F1 about 12), so the
 # rescored F1 is not a trivial 0 (tests/test_cli_predict.py trains 150 steps, for peaked marginals).

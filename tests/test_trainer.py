@@ -14,6 +14,9 @@ from cn3.run_dir import RunDir
 from cn3.trainer import load_model, train
 from data_prep.prepare import PrepareSettings, prepare
 
+# slow: real trainings, resume replays (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 GLOVE = "glove/glove.6B.50d.top100k.txt.gz"
 TINY = ["model.hidden=32", "model.energy_dim=16", "model.mlp_hidden=32", "model.char=none", "model.pos_dim=0",
         "model.spell_dim=0", "train.num_threads=2"]

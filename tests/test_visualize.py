@@ -11,6 +11,9 @@ from typer.testing import CliRunner
 
 from cli.main import app
 
+# slow: trains the runs it draws (`pytest -m "not slow"` is the quick loop)
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 SENTENCE = "What is the capital city of Peru ?"

@@ -21,7 +21,8 @@ from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 from data_prep.taskspec import TaskOptions
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+# slow: every encoder trained on real data (`pytest -m "not slow"` is the quick loop)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 
 SMALL = dict(word_dim=16, hidden=16, energy_dim=8, mlp_hidden=16, heads=2, dropout=0.0, attention_dropout=0.0,
              pos_dim=4, char="cnn", char_dim=4, char_out=6)
