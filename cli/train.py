@@ -44,7 +44,8 @@ def train_command(
     data: Path = typer.Option(None, "--data", help="Data root (default: $CN3_DATA or ../shared/data)."),
     run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory (default: runs/<task>-<encoder>-seed<S>)."),
     seed: int = typer.Option(None, "--seed", help="Random seed (train.seed)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt, with the "
+                                "run's own config (only --set and flags given now change it)."),
     device: Device = typer.Option(Device.auto, "--device", help="auto = CUDA when available, else CPU."),
 ) -> None:
     """Train a sentence-graph model; the run directory keeps config, log, metrics and checkpoints.
@@ -69,11 +70,15 @@ def train_command(
     with user_errors():
         if task is None and config is None:
             raise typer.BadParameter("give --task or --config")
-        cfg = resolve_config(task, config, {"data.prepared": prepared, "data.data": data, "train.seed": seed},
-                             overrides or [])
+        flags = {"data.prepared": prepared, "data.data": data, "train.seed": seed}
+        cfg = resolve_config(task, config, flags, overrides or [])
+        run_dir = run_dir or default_run_dir(cfg)
+        if resume and config is None and (run_dir / "config.yaml").is_file():
+            # --resume continues the run's own config, as `cn3 nmt train --resume` does: only the flags
+            # and --set given now change it
+            cfg = resolve_config(task, run_dir / "config.yaml", flags, overrides or [])
         try:
-            train(cfg, run_dir or default_run_dir(cfg), resume=resume, device_name=device.value,
-                  command=shlex.join(["cn3", *sys.argv[1:]]))
+            train(cfg, run_dir, resume=resume, device_name=device.value, command=shlex.join(["cn3", *sys.argv[1:]]))
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
 

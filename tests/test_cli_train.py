@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
@@ -107,6 +108,22 @@ def test_existing_run_needs_resume(trained):
     run, prepared = trained
     result = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", run, *TINY)
     assert result.exit_code == 1 and "--resume" in result.output
+
+
+def test_resume_continues_the_runs_own_config(trained, tmp_path):
+    """`--resume --set train.epochs=2` goes on with the settings the run was started with (TINY's), as
+    `cn3 nmt train --resume` does: they need not be given again."""
+    import shutil
+
+    run, prepared = trained
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    result = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", copy, "--device", "cpu",
+                    "--resume", "--set", "train.epochs=2")
+    assert result.exit_code == 0, result.output
+    assert "epoch 2 step" in (copy / "log.txt").read_text()
+    saved = yaml.safe_load((copy / "config.yaml").read_text())
+    assert saved["model"]["hidden"] == 16 and saved["train"]["epochs"] == 2
 
 
 def test_mismatched_vocabularies_are_refused(trained, data_root):
