@@ -12,6 +12,7 @@ import typer
 from cli.errors import user_errors
 from cli.train import Device
 from cn3.encoders import ENCODERS
+from cn3.run_kinds import TRANSLATION
 from data_prep.console import console
 
 nmt_app = typer.Typer(
@@ -26,11 +27,6 @@ nmt_app = typer.Typer(
 
 #: every encoder of the zoo that serves translation (`cn3 encoders`)
 Encoder = Enum("Encoder", {name: name for name, spec in ENCODERS.items() if "translation" in spec.levels}, type=str)
-
-
-def default_run_dir(cfg) -> Path:
-    corpus = "multi30k" if cfg.data.corpus == "multi30k" else Path(cfg.data.train_src).name.split(".")[0]
-    return Path("runs") / f"nmt-{corpus}-{cfg.model.encoder}-seed{cfg.train.seed}"
 
 
 @nmt_app.command("train")
@@ -82,7 +78,7 @@ def train_command(
         if src is not None:
             flags.update({"data.corpus": "files", "data.train_src": src, "data.train_tgt": tgt})
         cfg = resolve_nmt_config(config, flags, overrides or [])
-        run_dir = run_dir or default_run_dir(cfg)
+        run_dir = run_dir or TRANSLATION.default_run_dir(cfg)
         if resume and config is None and (run_dir / "config.yaml").is_file():
             # --resume continues the run's own config: only the flags and --set given now change it
             cfg = resolve_nmt_config(run_dir / "config.yaml", flags, overrides or [])

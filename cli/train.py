@@ -12,6 +12,7 @@ import typer
 
 from cli.errors import user_errors
 from cli.prepare import AnnotatorName
+from cn3.run_kinds import SENTENCE
 from data_prep.console import console
 
 
@@ -25,13 +26,6 @@ class Split(str, Enum):
     dev = "dev"
     test = "test"
     train = "train"
-
-
-def default_run_dir(cfg) -> Path:
-    name = f"{cfg.data.task}-{cfg.model.encoder}"
-    if cfg.data.task in ("mr", "subj", "cr", "mpqa"):
-        name += f"-fold{cfg.data.fold}"
-    return Path("runs") / f"{name}-seed{cfg.train.seed}"
 
 
 def train_command(
@@ -72,7 +66,7 @@ def train_command(
             raise typer.BadParameter("give --task or --config")
         flags = {"data.prepared": prepared, "data.data": data, "train.seed": seed}
         cfg = resolve_config(task, config, flags, overrides or [])
-        run_dir = run_dir or default_run_dir(cfg)
+        run_dir = run_dir or SENTENCE.default_run_dir(cfg)
         if resume and config is None and (run_dir / "config.yaml").is_file():
             # --resume continues the run's own config, as `cn3 nmt train --resume` does: only the flags
             # and --set given now change it

@@ -76,6 +76,17 @@ class RunKind:
 
         return train(cfg, run_dir, resume=resume, command=command)
 
+    def default_run_dir(self, cfg) -> Path:
+        """``runs/<task>-<encoder>[-fold<k>]-seed<S>`` (sentence) or ``runs/nmt-<corpus>-<encoder>-seed<S>``:
+        where ``cn3 train`` / ``cn3 nmt train`` write without ``--run-dir``."""
+        if self.translation:
+            corpus = "multi30k" if cfg.data.corpus == "multi30k" else Path(cfg.data.train_src).name.split(".")[0]
+            return Path("runs") / f"nmt-{corpus}-{cfg.model.encoder}-seed{cfg.train.seed}"
+        name = f"{cfg.data.task}-{cfg.model.encoder}"
+        if cfg.data.task in ("mr", "subj", "cr", "mpqa"):  # cross-validated: one fold per run
+            name += f"-fold{cfg.data.fold}"
+        return Path("runs") / f"{name}-seed{cfg.train.seed}"
+
     def load(self, run_dir: Path, device):
         """The trained model of ``run_dir`` (``best.pt``, else ``latest.pt``)."""
         if self.translation:

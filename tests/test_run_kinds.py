@@ -43,3 +43,11 @@ def test_each_kind_owns_its_config_resume_keys_and_command():
     cfg = SENTENCE.resolve("trec", {"train.seed": 3}, ["model.encoder=lstm"])
     assert isinstance(cfg, RunConfig) and cfg.train.seed == 3 and cfg.model.encoder == "lstm"
     assert isinstance(TRANSLATION.resolve("multi30k", {}, ["model.encoder=local"]), NMTConfig)
+
+
+def test_each_kind_names_its_default_run_directory():
+    sentence = SENTENCE.resolve("mr", {"train.seed": 2}, ["data.fold=3"])
+    assert SENTENCE.default_run_dir(sentence) == Path("runs/mr-cn3-fold3-seed2")
+    assert SENTENCE.default_run_dir(SENTENCE.resolve("trec", {}, [])) == Path("runs/trec-cn3-seed1")
+    translation = TRANSLATION.resolve("multi30k", {"train.seed": 4}, ["model.encoder=hybrid"])
+    assert TRANSLATION.default_run_dir(translation) == Path("runs/nmt-multi30k-hybrid-seed4")
