@@ -17,6 +17,9 @@ import yaml
 
 T = TypeVar("T")
 
+#: The shipped configs (package data): one per sentence task, ``nmt/`` for translation, ``experiments/``
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
 
 class ConfigError(Exception):
     """A bad configuration: unknown key, wrong type, invalid value. The message names the key."""

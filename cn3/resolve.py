@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cn3.config import ConfigError, resolve
+from cn3.config import CONFIG_DIR, ConfigError, resolve
 from cn3.run_config import RunConfig
 from data_prep.tasks import TASKS
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 def task_config_path(task: str) -> Path | None:

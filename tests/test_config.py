@@ -7,7 +7,8 @@ import torch
 
 import cn3.resolve
 from cn3.config import ConfigError, apply_overrides, parse_override
-from cn3.resolve import CONFIG_DIR, resolve_config
+from cn3.config import CONFIG_DIR
+from cn3.resolve import resolve_config
 from data_prep.tasks import TASKS
 
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cn3.config import ConfigError, from_dict, resolve
+from cn3.config import CONFIG_DIR, ConfigError, from_dict, resolve
 from cn3.loop_config import LoopConfig
 from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "nmt"  # package data: cn3/configs/nmt
-DEFAULT_CONFIG = CONFIG_DIR / "small.yaml"
+DEFAULT_CONFIG = CONFIG_DIR / "nmt" / "small.yaml"
 
 
 
