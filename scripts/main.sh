@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job, end to end on the shared data with the default configuration (about 9 minutes on 2 CPU
-# cores, most of it training; RESULTS.md "The main job from a clean clone" has the last measured run):
+# The main job, end to end on the shared data with the default configuration (about 6 minutes on 2 CPU
+# cores once the venv exists, 2.5 of them training; RESULTS.md "The main job from a clean clone"):
 # prepare TREC (spaCy parses, GloVe) and print its summary, train CN3 with cn3/configs/trec.yaml,
 # score the test split, label a question, and show the sentence graph the model learned.
 set -euo pipefail
