@@ -96,6 +96,9 @@ def _worker(rank: int, size: int, init_file: str, out_file: str) -> None:
                        float((flat - ref).abs().max())))
     if rank == 0:
         torch.save(report, out_file)
+    # both ranks reach the teardown together: a rank whose peer had already closed its gloo pairs was
+    # once seen to abort there ("terminate called without an active exception", 2 loaded cores)
+    dist.barrier()
     dist.destroy_process_group()
 
 
