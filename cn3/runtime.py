@@ -339,9 +339,10 @@ def deterministic_algorithms(enabled: bool):
 
 
 def sigterm_as_interrupt():
-    """Make SIGTERM (``kill``, job schedulers) stop training like Ctrl-C, so the trainer saves
-    ``latest.pt`` before exiting. Returns the previous handler to restore, or ``None`` off the
-    main thread (where signal handlers cannot be installed)."""
+    """Make SIGTERM (``kill``, job schedulers) stop the experiment runner like Ctrl-C, so it stops
+    its cells, each saving ``latest.pt``. Returns the previous handler to restore, or ``None`` off the
+    main thread (where signal handlers cannot be installed). The training loop holds signals back
+    while an update runs instead (:class:`cn3.loop.Interrupts`)."""
     if threading.current_thread() is not threading.main_thread():
         return None
 

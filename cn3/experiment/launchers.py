@@ -227,18 +227,21 @@ class RayLauncher(Launcher):
             self.ray.shutdown()
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _as_sigterm(signum, frame):
+    """Deliver the signal as SIGTERM, which the training loop turns into a stop between two updates
+    (:class:`cn3.loop.Interrupts`: a checkpoint holds whole updates only); raising here would stop it
+    mid-update."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _slurm_cell(cell: Cell, threads: int, workdir: str, gpus: int) -> int:
     """A cell as a Slurm job. Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it allocated; a job that asked
     for none may still see its node's GPUs, so it is shown none. submitit's warning signal (SIGUSR2,
-    before the time limit or at preemption) stops training like Ctrl-C, so the cell saves latest.pt and
-    continues when the grid is run again, instead of submitit ending it mid-step."""
+    before the time limit or at preemption) stops training as SIGTERM does, so the cell saves latest.pt
+    and continues when the grid is run again, instead of submitit ending it mid-step."""
     if not gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    signal.signal(signal.SIGUSR2, _interrupt)
+    signal.signal(signal.SIGUSR2, _as_sigterm)
     job = os.environ.get("SLURM_JOB_ID")
     return run_cell(cell, threads, workdir, describe_worker(f"slurm job {job}" if job else ""))
 

@@ -86,7 +86,7 @@ def table_cells(cells: list[Cell]) -> list[Cell]:
 def cell_counts(cells: list[Cell]) -> dict[str, int]:
     table = table_cells(cells)
     return {"total": len(table),
-            "finished": sum(not c.waiting and (c.run_dir / "results.json").is_file() for c in table)}
+            "finished": sum(not c.waiting and finished(c.run_dir) for c in table)}
 
 
 def tuning_rows(cells: list[Cell]) -> list[dict]:
