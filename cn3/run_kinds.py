@@ -54,8 +54,8 @@ class RunKind:
         return RESUMABLE_CHANGES
 
     def resolve(self, task: str, flags: dict, overrides: list[str], saved: Path | None = None):
-        """The run's config: the shipped one for ``task`` (translation: ``saved``, a run's own
-        ``config.yaml``, when given), then ``flags`` and the ``--set`` ``overrides``."""
+        """The run's config: ``saved`` (a run's own ``config.yaml``, for ``--resume``) when given, else
+        the shipped one for ``task``; then ``flags`` and the ``--set`` ``overrides``."""
         if self.translation:
             from cn3.nmt.config import resolve_nmt_config
             from cn3.nmt.data import absolutize
