@@ -67,8 +67,6 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 4 -m cli nmt train --encoder hybrid   # 4 processes (README: Scaling up)
     """
-    from cn3.nmt.config import resolve_nmt_config
-    from cn3.nmt.data import absolutize
     from cn3.nmt.trainer import train
 
     with user_errors():
@@ -77,12 +75,7 @@ def train_command(
         flags = {"model.encoder": encoder.value if encoder else None, "data.data": data, "train.seed": seed}
         if src is not None:
             flags.update({"data.corpus": "files", "data.train_src": src, "data.train_tgt": tgt})
-        cfg = resolve_nmt_config(config, flags, overrides or [])
-        run_dir = run_dir or TRANSLATION.default_run_dir(cfg)
-        if resume and config is None and (run_dir / "config.yaml").is_file():
-            # --resume continues the run's own config: only the flags and --set given now change it
-            cfg = resolve_nmt_config(run_dir / "config.yaml", flags, overrides or [])
-        absolutize(cfg)
+        cfg, run_dir = TRANSLATION.resolve_run(None, flags, overrides or [], run_dir, resume, config)
         try:
             train(cfg, run_dir, resume=resume, device_name=device.value)
         except KeyboardInterrupt:

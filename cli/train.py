@@ -58,19 +58,13 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
-    from cn3.resolve import resolve_config
     from cn3.trainer import train
 
     with user_errors():
         if task is None and config is None:
             raise typer.BadParameter("give --task or --config")
         flags = {"data.prepared": prepared, "data.data": data, "train.seed": seed}
-        cfg = resolve_config(task, config, flags, overrides or [])
-        run_dir = run_dir or SENTENCE.default_run_dir(cfg)
-        if resume and config is None and (run_dir / "config.yaml").is_file():
-            # --resume continues the run's own config, as `cn3 nmt train --resume` does: only the flags
-            # and --set given now change it
-            cfg = resolve_config(task, run_dir / "config.yaml", flags, overrides or [])
+        cfg, run_dir = SENTENCE.resolve_run(task, flags, overrides or [], run_dir, resume, config)
         try:
             train(cfg, run_dir, resume=resume, device_name=device.value, command=shlex.join(["cn3", *sys.argv[1:]]))
         except KeyboardInterrupt:

@@ -67,6 +67,19 @@ class RunKind:
 
         return resolve_config(task, saved, flags, overrides)
 
+    def resolve_run(self, task: str | None, flags: dict, overrides: list[str], run_dir: Path | None,
+                    resume: bool, config: Path | None = None) -> tuple[object, Path]:
+        """The config and run directory of a run to train, as ``cn3 train``, ``cn3 nmt train`` and an
+        experiment cell take them: ``config`` (a ``--config`` file) or the shipped config, and
+        ``run_dir`` or :meth:`default_run_dir`; under ``--resume`` without ``--config``, the run's own
+        ``config.yaml`` (only the flags and ``--set`` given now change it: one ``--resume`` behaviour)."""
+        cfg = self.resolve(task, flags, overrides, config)
+        run_dir = Path(run_dir) if run_dir is not None else self.default_run_dir(cfg)
+        saved = run_dir / "config.yaml"
+        if resume and config is None and saved.is_file():
+            cfg = self.resolve(task, flags, overrides, saved)
+        return cfg, run_dir
+
     def train(self, cfg, run_dir: Path, resume: bool, command: str | None = None):
         if self.translation:
             from cn3.nmt.trainer import train

@@ -94,11 +94,8 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
 def _train(cell: Cell, threads: int, run_dir: Path, resume: bool, command: str) -> None:
     """What ``cn3 <cell.command(...)>`` does, as a call."""
     overrides = [*cell.overrides, f"train.num_threads={threads}"]
-    kind, saved = cell.kind, run_dir / "config.yaml"
-    # translation: --resume continues the run's own config, as `cn3 nmt train --resume` does
-    from_saved = saved if kind.translation and resume and saved.is_file() else None
-    cfg = kind.resolve(cell.task, {"train.seed": cell.seed}, overrides, from_saved)
-    kind.train(cfg, run_dir, resume, command)
+    cfg, run_dir = cell.kind.resolve_run(cell.task, {"train.seed": cell.seed}, overrides, run_dir, resume)
+    cell.kind.train(cfg, run_dir, resume, command)
 
 
 def _log_to(path: Path) -> tuple[int, int]:
