@@ -127,13 +127,13 @@ def _against(reference, candidate):
 
 
 def sentence_steps(args) -> None:
-    from cn3.batching import item_lengths, make_batch
+    from cn3.sentence.batching import item_lengths, make_batch
     from cn3.bucketing import bucketed_batches
     from cn3.loop import make_optimizer
-    from cn3.models.model import SentenceGraphModel, model_args_from_dataset
-    from cn3.resolve import resolve_config
+    from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
+    from cn3.sentence.resolve import resolve_config
     from cn3.runtime import autocast, seed_everything
-    from cn3.trainer import ensure_prepared
+    from cn3.sentence.trainer import ensure_prepared
     from data_prep.dataset import load_prepared
 
     cfg = resolve_config("snli", None, {}, [])

@@ -209,8 +209,8 @@ class Counter:
         cpu = torch.device("cpu")
         if task == "trec":
             from cn3.config import from_dict
-            from cn3.run_config import RunConfig
-            from cn3.trainer import SentenceTask
+            from cn3.sentence.config import RunConfig
+            from cn3.sentence.trainer import SentenceTask
             from data_prep.dataset import load_prepared
 
             cfg = from_dict(RunConfig, config)
@@ -345,8 +345,8 @@ def write_val(out: Path) -> None:
 
 
 def prepare_trec(prepared: Path) -> Path:
-    from cn3.resolve import resolve_config
-    from cn3.trainer import ensure_prepared
+    from cn3.sentence.resolve import resolve_config
+    from cn3.sentence.trainer import ensure_prepared
 
     return ensure_prepared(resolve_config("trec", None, {}, [f"data.prepared={prepared}"]))
 

@@ -8,7 +8,7 @@ import typer
 
 from cli.errors import user_errors
 from cli.train import Device, Split, _prepared_dir
-from data_prep.console import console
+from cn3.util.console import console
 
 analyze_app = typer.Typer(
     help="Measure what a trained run learned: statistics of its attention graphs.",
@@ -58,8 +58,8 @@ def graphs_command(
     from cn3.analysis import analysis_notes, analyze_graphs, attention_kind, local_windows, render_graphs_figure
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import load_model
-    from data_prep.atomic import atomic_write, atomic_write_json
+    from cn3.sentence.trainer import load_model
+    from cn3.util.atomic import atomic_write, atomic_write_json
     from data_prep.dataset import load_prepared
 
     with user_errors():
@@ -185,8 +185,8 @@ def energy_command(
     from cn3.analysis.energy import ENERGY_STATISTICS, analyze_energy, graph_layers, reinitialised
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import load_model
-    from data_prep.atomic import atomic_write_json
+    from cn3.sentence.trainer import load_model
+    from cn3.util.atomic import atomic_write_json
     from data_prep.dataset import load_prepared
 
     with user_errors():

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cli.errors import user_errors
 from cn3.config import ConfigError
-from data_prep.console import console
+from cn3.util.console import console
 
 checkpoint_app = typer.Typer(
     help="Checkpoints (best.pt, latest.pt): convert those of earlier cn3 releases.",

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from cli.errors import user_errors
-from data_prep.console import console
+from cn3.util.console import console
 
 
 def compare_command(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from data_prep.console import console
+from cn3.util.console import console
 
 
 def encoders_command(
@@ -29,8 +29,8 @@ def encoders_command(
 
     from cn3.encoders import ENCODERS
     from cn3.encoders.registry import LEVEL_NAMES
-    from cn3.models.model import ModelArgs, SentenceGraphModel
-    from cn3.run_config import ModelConfig
+    from cn3.sentence.model import ModelArgs, SentenceGraphModel
+    from cn3.sentence.config import ModelConfig
 
     if names:
         for name in ENCODERS:

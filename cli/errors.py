@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 
 from cn3.config import ConfigError
-from data_prep.console import console
-from data_prep.errors import DataError
+from cn3.util.console import console
+from cn3.util.errors import DataError
 
 #: Error types whose message is meant for the user (file, line, what was expected).
 USER_ERRORS: tuple[type[Exception], ...] = (DataError, ConfigError)

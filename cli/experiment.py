@@ -9,7 +9,7 @@ import typer
 
 from cli.errors import user_errors
 from cn3.experiment.spec import SPEC_DIR
-from data_prep.console import console
+from cn3.util.console import console
 
 experiment_app = typer.Typer(
     help="The papers' comparison tables as commands: train a grid of cells, then report mean ± std "

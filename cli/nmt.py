@@ -13,7 +13,7 @@ from cli.errors import user_errors
 from cli.train import Device
 from cn3.encoders import ENCODERS
 from cn3.run_kinds import TRANSLATION
-from data_prep.console import console
+from cn3.util.console import console
 
 nmt_app = typer.Typer(
     name="nmt",
@@ -143,7 +143,7 @@ def evaluate_command(
 
     Prints the BLEU line and the sacreBLEU signature; one JSON record goes to stdout.
     """
-    from data_prep.atomic import atomic_write_text
+    from cn3.util.atomic import atomic_write_text
     from cn3.nmt.data import canonical_split, load_split, read_parallel
     from cn3.nmt.trainer import load_run, score_pairs
     from cn3.runtime import resolve_device
@@ -187,7 +187,7 @@ def gates_command(
     """
     from rich.table import Table
 
-    from data_prep.atomic import atomic_write, atomic_write_json
+    from cn3.util.atomic import atomic_write, atomic_write_json
     from cn3.config import ConfigError
     from cn3.nmt.analysis import collect_gates, has_gates, plot_gates, tag_words
     from cn3.nmt.data import canonical_split, load_split

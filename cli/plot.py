@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from data_prep.console import console
+from cn3.util.console import console
 
 
 def plot_command(

@@ -99,7 +99,7 @@ def tasks_command(
     """List the tasks `cn3 prepare` knows, with their level and files; `cn3 tasks NAME` shows one in full."""
     from rich.table import Table
 
-    from data_prep.console import console
+    from cn3.util.console import console
 
     if name is not None:
         from cli.errors import user_errors

@@ -10,7 +10,7 @@ import typer
 from cli.errors import user_errors
 from cn3.config import ConfigError
 from cli.train import Device
-from data_prep.console import console
+from cn3.util.console import console
 
 
 class Classifier(str, Enum):
@@ -63,8 +63,8 @@ def probe_command(
     """
     from cn3.probe import open_run, parse_tasks, run_probe
     from cn3.runtime import resolve_device
-    from data_prep.atomic import atomic_write_json
-    from data_prep.console import progress
+    from cn3.util.atomic import atomic_write_json
+    from cn3.util.console import progress
     from data_prep.paths import data_root
 
     with user_errors():
@@ -153,7 +153,7 @@ def compare_probes_command(
         cn3 compare-probes p/onlstm_san-seed1 --features H_onlstm -b p/onlstm_san-seed1 --against-features H_san
     """
     from cn3.probe_compare import compare_probes, probe_side
-    from data_prep.atomic import atomic_write_json
+    from cn3.util.atomic import atomic_write_json
 
     with user_errors():
         a, b = probe_side(probes_a, features), probe_side(against, against_features)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from data_prep.console import console
+from cn3.util.console import console
 
 
 def _pct(x: float | None) -> str:

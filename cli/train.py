@@ -13,7 +13,7 @@ import typer
 from cli.errors import user_errors
 from cli.prepare import AnnotatorName
 from cn3.run_kinds import SENTENCE
-from data_prep.console import console
+from cn3.util.console import console
 
 
 class Device(str, Enum):
@@ -58,7 +58,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
-    from cn3.trainer import train
+    from cn3.sentence.trainer import train
 
     with user_errors():
         if task is None and config is None:
@@ -115,11 +115,11 @@ def evaluate_command(
     from rich.table import Table
 
     from cn3.grouped import example_record, group_keys
-    from cn3.inference import examples_dataset, read_task_file, run_vectors
+    from cn3.sentence.inference import examples_dataset, read_task_file, run_vectors
     from cn3.metrics import score
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import gold_and_predictions, load_model
+    from cn3.sentence.trainer import gold_and_predictions, load_model
     from data_prep.coverage import coverage, describe
     from data_prep.dataset import load_prepared
 
@@ -197,7 +197,7 @@ def _groups(loaded, field: str, keys: list, gold: list, pred: list, train=None) 
     from cn3.config import ConfigError
     from cn3.grouped import grouped_scores, seen_keys
     from data_prep.dataset import load_prepared
-    from data_prep.errors import DataError
+    from cn3.util.errors import DataError
 
     seen = None
     if field != "source":
@@ -234,7 +234,7 @@ def _print_groups(groups: list, field: str, metric: str) -> None:
 
 def _prepared_dir(loaded) -> Path:
     """The prepared dataset a run was trained on (from its config; checked against the fingerprint)."""
-    from cn3.trainer import prepared_path
+    from cn3.sentence.trainer import prepared_path
     from data_prep.prepare import read_manifest
 
     path = prepared_path(loaded.config)
@@ -271,12 +271,12 @@ def predict_command(
     Words outside the run's vocabulary get their pretrained vector; stderr says how many there
     were and which annotation the model read.
     """
-    from cn3.inference import (examples_dataset, prediction_record, predict_with_probabilities, run_vectors,
+    from cn3.sentence.inference import (examples_dataset, prediction_record, predict_with_probabilities, run_vectors,
                                text_examples)
     from data_prep.coverage import coverage, describe
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import load_model
+    from cn3.sentence.trainer import load_model
     from data_prep.textio import read_lines
 
     with user_errors():

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from cli.errors import user_errors
 from cli.train import EMBEDDINGS_HELP, NO_VECTORS_HELP, Device
-from data_prep.console import console
+from cn3.util.console import console
 
 visualize_app = typer.Typer(
     help="Look inside a trained run: the sentence graphs CN3 learns.",
@@ -46,10 +46,10 @@ def edges_command(
 
         cn3 visualize edges runs/snli-cn3-seed1 "A man plays a guitar ." "A person makes music ." --out pair.png
     """
-    from cn3.inference import run_vectors
+    from cn3.sentence.inference import run_vectors
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.trainer import load_model
+    from cn3.sentence.trainer import load_model
     from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
                                write_output)
     from cn3.visualize.edges import hub_line

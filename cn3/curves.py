@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cn3.config import ConfigError
 from cn3.run_dir import RunDir
-from data_prep.atomic import atomic_write
+from cn3.util.atomic import atomic_write
 
 #: the panels of a run's own figure
 DEFAULT_PANELS = ("loss", "dev")

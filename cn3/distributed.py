@@ -140,7 +140,7 @@ def init_world(device: torch.device) -> tuple[World, torch.device]:
         # evaluation runs on rank 0 while the others wait in a broadcast: allow a long one
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(hours=2))
     if not world.main:
-        from data_prep.console import console
+        from cn3.util.console import console
 
         console.quiet = True  # one log, rank 0's (cli.errors still prints a rank's own error)
     return world, device

@@ -47,8 +47,8 @@ from cn3.distributed import SINGLE, World, check_world_size, step_seed
 from cn3.run_dir import RunDir
 from cn3.loop_config import LoopConfig
 from cn3.runtime import plain_checkpoint, restore_checkpoint, rng_state, seed_everything
-from data_prep.atomic import atomic_torch_save
-from data_prep.console import progress
+from cn3.util.atomic import atomic_torch_save
+from cn3.util.console import progress
 
 
 
@@ -77,7 +77,7 @@ class TaskAdapter(Protocol):
         device: where the model is.
         unit: what the throughput counts (``items``, ``tgt tok``).
         device_collate: :meth:`collate` builds batches on ``device`` itself
-            (:class:`cn3.batching.DeviceBatches`): no loader workers, no pinned memory.
+            (:class:`cn3.sentence.batching.DeviceBatches`): no loader workers, no pinned memory.
     """
 
     model: torch.nn.Module

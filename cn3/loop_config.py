@@ -51,7 +51,7 @@ class LoopConfig:
             Tree-LSTM, hybrid attention, PDGraph) otherwise sum in a varying order. Slower on CUDA;
             CPU kernels are deterministic already.
         device_batches: sentence tasks: pad the training split once into tensors on the device and
-            gather each batch there (:class:`cn3.batching.DeviceBatches`: the same batches, no
+            gather each batch there (:class:`cn3.sentence.batching.DeviceBatches`: the same batches, no
             collation on the host, no copy per update, no loader workers). ``None`` = on CUDA when
             the split takes at most ``DEVICE_BATCHES_MIB`` there, else off; ``true`` asks for it on
             any device (on CPU it collates 5-7x faster, for the padded split's memory). Changes

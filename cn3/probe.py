@@ -8,10 +8,10 @@ property (length, word content, tree depth, tense ...) a simple classifier can r
 Feature sets:
 
 * ``sentence`` (sentence runs): the vector the run's head sees, pooled as in training
-  (:meth:`~cn3.models.model.SentenceGraphModel.sentence_vector`: the encoder's own pooling where it
+  (:meth:`~cn3.sentence.model.SentenceGraphModel.sentence_vector`: the encoder's own pooling where it
   has one, else ``model.pool``); a tagging run has no sentence vector, so ``model.pool`` (mean by
   default) of the node states. The words are looked up in the run's vocabulary as any new text is
-  (:func:`cn3.inference.examples_dataset`: pretrained vectors for words outside it, annotated as the
+  (:func:`cn3.sentence.inference.examples_dataset`: pretrained vectors for words outside it, annotated as the
   run's data was).
 * ``encoder`` (translation runs): the final encoder output (the decoder's memory), mean-pooled over
   the subwords, ``</s>`` included, of the sentence's detokenized text (:func:`detokenize`) encoded
@@ -225,9 +225,9 @@ class SentenceFeatures(Features):
         self.annotation: str | None = None
 
     def extract(self, examples, on_batch=None):
-        from cn3.batching import item_lengths, make_batch
+        from cn3.sentence.batching import item_lengths, make_batch
         from cn3.bucketing import bucketed_batches
-        from cn3.inference import examples_dataset
+        from cn3.sentence.inference import examples_dataset
         from cn3.layers.pooling import POOLS
 
         loaded, model = self.loaded, self.loaded.model
@@ -306,14 +306,14 @@ def open_run(path: Path, device: torch.device, layer: int | None = None, split_f
              batch_size: int = 128, embeddings: Path | None = None, use_vectors: bool = True) -> Features:
     """The frozen encoder of the run at ``path`` (a sentence run of ``cn3 train`` or a translation run of
     ``cn3 nmt train``) as :class:`Features`. ``embeddings``/``use_vectors``: as ``cn3 evaluate``'s
-    ``--embeddings``/``--no-vectors`` (:func:`cn3.inference.run_vectors`)."""
+    ``--embeddings``/``--no-vectors`` (:func:`cn3.sentence.inference.run_vectors`)."""
     from cn3.run_kinds import kind_of_run
 
     path = Path(path)
     kind = kind_of_run(path)
     if kind.translation:
         return TranslationFeatures(kind.load(path, device), device, layer, split_features, batch_size)
-    from cn3.inference import run_vectors
+    from cn3.sentence.inference import run_vectors
 
     loaded = kind.load(path, device)
     vectors, note = run_vectors(loaded.manifest, embeddings, use_vectors)

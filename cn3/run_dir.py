@@ -43,9 +43,9 @@ import yaml
 from rich.text import Text
 
 from cn3.config import ConfigError
-from data_prep.atomic import atomic_write, atomic_write_text
-from data_prep.console import console
-from data_prep.locking import exclusive_now, held
+from cn3.util.atomic import atomic_write, atomic_write_text
+from cn3.util.console import console
+from cn3.util.locking import exclusive_now, held
 
 #: the ``format`` of a predictions file; a reader refuses any other
 PREDICTIONS_FORMAT = "cn3.predictions/2"

@@ -41,7 +41,7 @@ class RunKind:
             from cn3.nmt.config import NMTConfig
 
             return NMTConfig
-        from cn3.run_config import RunConfig
+        from cn3.sentence.config import RunConfig
 
         return RunConfig
 
@@ -63,7 +63,7 @@ class RunKind:
             cfg = resolve_nmt_config(saved, flags, overrides)
             absolutize(cfg)
             return cfg
-        from cn3.resolve import resolve_config
+        from cn3.sentence.resolve import resolve_config
 
         return resolve_config(task, saved, flags, overrides)
 
@@ -85,7 +85,7 @@ class RunKind:
             from cn3.nmt.trainer import train
 
             return train(cfg, run_dir, resume=resume)
-        from cn3.trainer import train
+        from cn3.sentence.trainer import train
 
         return train(cfg, run_dir, resume=resume, command=command)
 
@@ -107,7 +107,7 @@ class RunKind:
 
             return load_run(run_dir, device)
         from cn3.run_dir import RunDir
-        from cn3.trainer import load_model
+        from cn3.sentence.trainer import load_model
 
         return load_model(RunDir(run_dir), device)
 

@@ -26,8 +26,8 @@ from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.distributed import World, init_world
 from cn3.run_dir import RunDir
-from data_prep.atomic import atomic_write
-from data_prep.console import console
+from cn3.util.atomic import atomic_write
+from cn3.util.console import console
 
 
 def resolve_device(name: str) -> torch.device:

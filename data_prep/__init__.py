@@ -4,7 +4,7 @@ Use ``data_prep.prepare.prepare(PrepareSettings(...))`` to build a dataset and
 ``data_prep.load_prepared(dir)`` to read one.
 """
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 __all__ = ["DataError", "load_prepared"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.prepare import FORMAT_VERSION, read_manifest
 from data_prep.store import GraphDataset
 from data_prep.vocab import Vocab

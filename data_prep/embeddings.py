@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.vocab import Vocab
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, per process

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ trained and a file scores the same staged or not. Everything is written into a h
 temporary directory that is renamed into place at the end, so an interrupted run leaves no
 manifest and no half-written dataset. A run whose inputs and settings hash to the manifest's
 ``fingerprint`` does nothing ("up to date"). Processes preparing the same output directory take
-turns (:mod:`data_prep.locking`): the later ones find the first one's dataset up to date.
+turns (:mod:`cn3.util.locking`): the later ones find the first one's dataset up to date.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ import numpy as np
 import torch
 
 from data_prep.annotators import default_annotator_name, make_annotator
-from data_prep.atomic import atomic_write_json
-from data_prep.console import console, progress
+from cn3.util.atomic import atomic_write_json
+from cn3.util.console import console, progress
 from data_prep.embeddings import embedding_matrix, load_vectors, sha256_file, vectors_format
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example
-from data_prep.locking import exclusive
+from cn3.util.locking import exclusive
 from data_prep.paths import data_root, default_prepared_dir
 from data_prep.store import encode_split, write_sidecar
 from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
 from data_prep.tasks import custom_spec, get_task
-from data_prep.version import __version__ as cn3_version
+from cn3.util.version import __version__ as cn3_version
 from data_prep.vocab import Vocab
 
 FORMAT_VERSION = 2  # 2 (cn3 0.3): vocabularies from train alone; types.text and open.vectors

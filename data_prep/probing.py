@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.taskspec import SPLITS
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 OUTPUT_SCHEMES = ("BIOES", "IOB2")

@@ -17,7 +17,7 @@ from data_prep.readers import (
     read_conll2000, read_conll2003, read_conllu, read_imdb, read_logic, read_sick, read_snli, read_sst2,
     read_sst5, read_trec,
 )
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example
 from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
 from data_prep.readers.common import task_dir

@@ -11,7 +11,7 @@ import gzip
 from collections.abc import Iterator
 from pathlib import Path
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 
 def read_bytes(path: str | Path) -> bytes:

@@ -109,9 +109,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from cn3.bucketing import batch_loader
-from cn3.resolve import resolve_config
+from cn3.sentence.resolve import resolve_config
 from cn3.runtime import resolve_device
-from cn3.trainer import SentenceTask
+from cn3.sentence.trainer import SentenceTask
 from data_prep.dataset import load_prepared
 
 prepared, steps, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -5,7 +5,7 @@ full broadcasting, PyG's generic collation), for small inputs in tests only.
 
 * :func:`dynamic_graph_reference` — :class:`cn3.layers.DynamicGraphLayer`, one node pair at a time.
 * :func:`additive_attention_dense` — :func:`cn3.layers.additive_attention` by broadcasting.
-* :func:`collate` — :func:`cn3.batching.make_batch` through per-item PyG ``Data`` objects.
+* :func:`collate` — :func:`cn3.sentence.batching.make_batch` through per-item PyG ``Data`` objects.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_adj, to_dense_batch
 
 from cn3.attention import attention
-from cn3.batching import GraphBatch, SideBatch
+from cn3.sentence.batching import GraphBatch, SideBatch
 from cn3.layers import DynamicGraphLayer
 
 NODE_ATTRS = ("word", "lower", "chars", "spell", "upos")
@@ -102,7 +102,7 @@ def collate(items: list[Data], indices: list[int] | None = None, tagging: bool =
     """Collate ``Data`` (or ``PairData``) graphs into a :class:`GraphBatch` the generic PyG way.
 
     ``Batch.from_data_list`` + ``to_dense_batch``/``to_dense_adj`` over the items of
-    ``GraphDataset.__getitem__``: the reference :func:`cn3.batching.make_batch` (which reads the
+    ``GraphDataset.__getitem__``: the reference :func:`cn3.sentence.batching.make_batch` (which reads the
     columnar store directly) must equal. ``tagging``: ``y`` holds one label per node (densified to
     ``(B, N)``), else one per item.
     """

@@ -9,7 +9,7 @@ from torch import nn
 
 from cn3.adversarial import EmbeddingAdversary
 from cn3.config import ConfigError
-from cn3.run_config import TrainConfig
+from cn3.sentence.config import TrainConfig
 
 
 class Tiny(nn.Module):

@@ -14,7 +14,7 @@ from data_prep.annotators import default_annotator_name, make_annotator
 from data_prep.annotators.clearnlp import CLEARNLP_TO_UD, label_to_ud, to_ud
 from data_prep.annotators.ptb import PTB_TAGS, PTB_TO_UPOS, ptb_to_upos
 from data_prep.annotators.ud import UPOS, UD_RELATIONS, is_ud_deprel
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Sentence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +210,7 @@ def test_stanza_error_imports_neither_stanza_nor_torch(tmp_path):
     code = (
         "import sys\n"
         "from data_prep.annotators import make_annotator\n"
-        "from data_prep.errors import DataError\n"
+        "from cn3.util.errors import DataError\n"
         "try:\n"
         f"    make_annotator('stanza', stanza_dir={str(tmp_path)!r})\n"
         "except DataError:\n"

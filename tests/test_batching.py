@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 import torch
 
-from cn3.batching import make_batch
+from cn3.sentence.batching import make_batch
 from cn3.bucketing import bucketed_batches
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split

@@ -20,9 +20,9 @@ from cli.main import app
 from cn3.config import ConfigError
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
-from cn3.resolve import resolve_config
+from cn3.sentence.resolve import resolve_config
 from cn3.runtime import load_checkpoint, restore_checkpoint, rng_state, set_rng_state
-from cn3.trainer import train
+from cn3.sentence.trainer import train
 from data_prep.prepare import PrepareSettings, prepare
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import assert_clean_error, corpus
@@ -83,7 +83,7 @@ def test_a_cuda_run_resumes_with_its_rng_states_as_cpu_bytes(straight, tmp_path,
     expected = draws()
     torch.save(ckpt, tmp_path / "latest.pt")
 
-    model = cn3.trainer.load_model(cn3.run_dir.RunDir(straight), torch.device("cpu"), which="latest").model.to("meta")
+    model = cn3.sentence.trainer.load_model(cn3.run_dir.RunDir(straight), torch.device("cpu"), which="latest").model.to("meta")
     optimizer = torch.optim.Adadelta(model.parameters())
     ema = cn3.averaging.make_ema(model, 0.9)
     with warnings.catch_warnings():
@@ -192,7 +192,7 @@ def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straig
     backward, before its optimizer step: the update completes first, so ``latest.pt`` holds step 6
     whole (cn3 0.3.0 saved step 5's counters with update 6's dropout drawn, and the resumed run
     went elsewhere)."""
-    real, calls = cn3.trainer.SentenceTask.train_step, []
+    real, calls = cn3.sentence.trainer.SentenceTask.train_step, []
 
     def train_step(self, *args, **kwargs):
         loss = real(self, *args, **kwargs)
@@ -201,11 +201,11 @@ def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straig
             os.kill(os.getpid(), signum)
         return loss
 
-    monkeypatch.setattr(cn3.trainer.SentenceTask, "train_step", train_step)
+    monkeypatch.setattr(cn3.sentence.trainer.SentenceTask, "train_step", train_step)
     with pytest.raises(KeyboardInterrupt):
         train_trec(trec, tmp_path / "cut")
     assert load_checkpoint(tmp_path / "cut" / "latest.pt")["state"]["step"] == 6
-    monkeypatch.setattr(cn3.trainer.SentenceTask, "train_step", real)
+    monkeypatch.setattr(cn3.sentence.trainer.SentenceTask, "train_step", real)
     train_trec(trec, tmp_path / "cut", resume=True)
     a, b = (load_checkpoint(r / "latest.pt") for r in (straight, tmp_path / "cut"))
     for key in ("model", "raw_model"):
@@ -219,7 +219,7 @@ def test_a_numpy_scalar_in_the_training_state_still_gives_a_plain_checkpoint(tmp
     import numpy as np
 
     from cn3.runtime import load_checkpoint, plain_checkpoint
-    from data_prep.atomic import atomic_torch_save
+    from cn3.util.atomic import atomic_torch_save
 
     path = tmp_path / "best.pt"
     atomic_torch_save(path, plain_checkpoint({"state": {"best_score": np.float64(75.0)}, "w": torch.ones(2)},

@@ -63,9 +63,9 @@ def test_classification_probs(runs):
 
 
 def test_tagging_marginals(runs):
-    from cn3.inference import examples_dataset, predict_with_probabilities, text_examples
+    from cn3.sentence.inference import examples_dataset, predict_with_probabilities, text_examples
     from cn3.run_dir import RunDir
-    from cn3.trainer import load_model
+    from cn3.sentence.trainer import load_model
 
     text = "He reckons the current account deficit will narrow to only 1.8 billion in September ."
     (record,) = predict_records(runs["conll2000"], text)
@@ -94,7 +94,7 @@ def test_tagging_marginals(runs):
 
 def test_pair_record_keeps_both_sentences():
     """Pairs print the same ``probs`` as sentences, with the two token lists (no training needed)."""
-    from cn3.inference import prediction_record
+    from cn3.sentence.inference import prediction_record
     from data_prep.example import Example, Sentence
 
     ex = Example([Sentence(["A", "dog", "runs"]), Sentence(["An", "animal", "moves"])], line=1, source="-")

@@ -13,15 +13,15 @@ import torch
 from typer.testing import CliRunner
 
 from cn3.attention import padding_mask
-from cn3.batching import GraphBatch, SideBatch
+from cn3.sentence.batching import GraphBatch, SideBatch
 from cn3.config import ConfigError, from_dict
 from cn3.encoders.cn3_encoder import CN3Encoder
 from cn3.encoders.options import CN3Options
 from cn3.layers import DynamicGraphEncoder, DynamicGraphLayer
 from cn3.layers.dynamic_graph import combined_edge_types, relative_position_types
-from cn3.models.model import ModelArgs, SentenceGraphModel
-from cn3.models.node_encoder import MAX_POSITION, NodeEncoder, NodeEncoderSizes
-from cn3.run_config import ModelConfig
+from cn3.sentence.model import ModelArgs, SentenceGraphModel
+from cn3.sentence.node_encoder import MAX_POSITION, NodeEncoder, NodeEncoderSizes
+from cn3.sentence.config import ModelConfig
 from tests.references import dynamic_graph_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -375,8 +375,8 @@ def parsed_trec(tmp_path_factory, data_root, one_thread):
                                       "model.edge_attrs=true"]],
                          ids=["heads", "relative", "position", "all"])
 def test_a_short_training_run_learns_with_each_option(parsed_trec, tmp_path, options):
-    from cn3.resolve import resolve_config
-    from cn3.trainer import train
+    from cn3.sentence.resolve import resolve_config
+    from cn3.sentence.trainer import train
 
     cfg = resolve_config("trec", None, {"data.prepared": parsed_trec}, [*TINY, *options])
     results = train(cfg, tmp_path / "run", device_name="cpu")

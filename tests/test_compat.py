@@ -14,7 +14,7 @@ from cn3.nmt.data import Tokenizer
 from cn3.nmt.trainer import CHECKPOINT_KIND, load_run
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.trainer import load_model
+from cn3.sentence.trainer import load_model
 
 
 @pytest.mark.parametrize("old, new", [("onlstm", "onlstm_san"), ("lstm", "lstm_san")])
@@ -56,7 +56,7 @@ def test_a_run_of_another_release_is_not_resumed(tmp_path):
 
 def test_a_0_2_sentence_config_loses_the_removed_vectors_vocab_key():
     from cn3.compat import upgrade_sentence_config
-    from cn3.run_config import RunConfig
+    from cn3.sentence.config import RunConfig
 
     saved = to_dict(RunConfig())
     saved["data"]["vectors_vocab"] = True  # written by cn3 0.2.x
@@ -70,7 +70,7 @@ def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
     import yaml
 
     from cn3.loop_config import RESUMABLE_CHANGES
-    from cn3.run_config import RunConfig
+    from cn3.sentence.config import RunConfig
     from cn3.runtime import open_run
 
     saved = to_dict(RunConfig())

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import cn3.resolve
+import cn3.sentence.resolve
 from cn3.config import ConfigError, apply_overrides, parse_override
 from cn3.config import CONFIG_DIR
-from cn3.resolve import resolve_config
+from cn3.sentence.resolve import resolve_config
 from data_prep.tasks import TASKS
 
 
@@ -70,7 +70,7 @@ def test_every_registered_task_has_a_tuned_config():
 
 
 def test_a_missing_tuned_config_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(cn3.resolve, "CONFIG_DIR", tmp_path)  # as in an installation without package data
+    monkeypatch.setattr(cn3.sentence.resolve, "CONFIG_DIR", tmp_path)  # as in an installation without package data
     with pytest.raises(ConfigError, match=r"tuned config of task 'trec' is missing: .*trec.yaml"):
         resolve_config("trec", None, {}, [])
     given = tmp_path / "given.yaml"

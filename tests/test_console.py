@@ -1,6 +1,6 @@
 """Progress off a terminal: periodic plain lines instead of a live bar."""
 
-import data_prep.console as console_module
+import cn3.util.console as console_module
 
 
 def test_plain_progress_lines_when_not_a_terminal(monkeypatch, capsys):

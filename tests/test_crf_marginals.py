@@ -8,7 +8,7 @@ import pytest
 import torch
 from torchcrf import CRF
 
-from cn3.models.crf_marginals import crf_forward_backward, crf_marginals
+from cn3.sentence.crf_marginals import crf_forward_backward, crf_marginals
 
 T = 3
 LENGTHS = [4, 2, 1, 3]  # right-padded batch, N = 4

@@ -49,8 +49,8 @@ from cn3.attention import padding_mask
 from cn3.config import from_dict
 from cn3.encoders import ENCODERS, EncoderArgs, build_encoder
 from cn3.encoders.options import CN3Options
-from cn3.models.crf_marginals import crf_marginals
-from cn3.models.heads import CRFHead
+from cn3.sentence.crf_marginals import crf_marginals
+from cn3.sentence.heads import CRFHead
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import EOS, PAD
 from cn3.nmt.search import beam_search, greedy_search

@@ -1,5 +1,5 @@
 """``train.device_batches``: the training split padded once and gathered on the device gives the
-batches :func:`cn3.batching.make_batch` builds, value for value, and the same training."""
+batches :func:`cn3.sentence.batching.make_batch` builds, value for value, and the same training."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 import torch
 
-from cn3.batching import DeviceBatches, SideBatch, make_batch
+from cn3.sentence.batching import DeviceBatches, SideBatch, make_batch
 from cn3.loop_config import LoopConfig
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
@@ -53,9 +53,9 @@ def test_device_batches_default_on_cuda_within_the_budget():
 
 
 def test_training_with_device_batches_is_the_same_training(data_root, tmp_path):
-    from cn3.resolve import resolve_config
+    from cn3.sentence.resolve import resolve_config
     from cn3.runtime import load_checkpoint
-    from cn3.trainer import train
+    from cn3.sentence.trainer import train
     from tests.test_trainer import TINY
 
     out = tmp_path / "trec"

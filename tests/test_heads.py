@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cn3.layers.pooling import max_pool, mean_pool
-from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier
+from cn3.sentence.heads import CRFHead, PairClassifier, PooledClassifier
 
 
 def brute_force_log_likelihood(head: CRFHead, h, length, tags):

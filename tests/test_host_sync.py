@@ -23,7 +23,7 @@ Reads of tensors built on the host (the bucketed batch order from ``torch.randpe
 batch's lengths) are not device syncs and are not counted; nor is anything during collation
 (``adapter.collate``), which runs on the host, in the batch loader's workers on CUDA. Under
 ``train.device_batches`` collation gathers from the split padded on the device
-(:class:`cn3.batching.DeviceBatches`): its tensors count as device tensors and collation is watched
+(:class:`cn3.sentence.batching.DeviceBatches`): its tensors count as device tensors and collation is watched
 like the rest of the update. An update runs from
 one ``optimizer.zero_grad`` to the next, so the log line, evaluation and checkpoint that follow an
 update count towards it. Evaluation and the final report read predictions by design and are not
@@ -49,10 +49,10 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 import cn3.nmt.trainer
-import cn3.trainer
+import cn3.sentence.trainer
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
-from cn3.resolve import resolve_config
+from cn3.sentence.resolve import resolve_config
 from data_prep.prepare import PrepareSettings, prepare
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import corpus
@@ -74,7 +74,7 @@ def no_display_refresh(monkeypatch):
     """Without a terminal the progress display re-reads the loss at the pace of its plain lines
     (cn3.loop.loss_due); keep those out of these short runs, so every read counted is the
     loop's own."""
-    monkeypatch.setattr("data_prep.console.LOG_INTERVAL", math.inf)
+    monkeypatch.setattr("cn3.util.console.LOG_INTERVAL", math.inf)
 
 
 @pytest.fixture(scope="module")
@@ -191,13 +191,13 @@ def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkey
                                                           device_batches):
     if precision == "fp16":  # the loss scaler's path on CPU (as tests/test_trainer.py's resume test)
         monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
-    counters = watch(monkeypatch, cn3.trainer)
+    counters = watch(monkeypatch, cn3.sentence.trainer)
     cfg = resolve_config("trec", None, {"data.prepared": trec},
                          [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",
                           "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
                           f"train.adversarial={adversarial}", f"train.precision={precision}",
                           f"train.device_batches={str(device_batches).lower()}"])
-    cn3.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    cn3.sentence.trainer.train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=5, tolerated=SCALER if precision == "fp16" else None)
 
 

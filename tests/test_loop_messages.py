@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from cn3.resolve import resolve_config
-from cn3.trainer import train
+from cn3.sentence.resolve import resolve_config
+from cn3.sentence.trainer import train
 from data_prep.prepare import PrepareSettings, prepare
 
 TINY = ["model.hidden=16", "model.energy_dim=8", "model.mlp_hidden=16", "model.char=none", "model.pos_dim=0",
@@ -39,7 +39,7 @@ def test_early_stop_is_reported_only_when_the_run_stops_before_its_last_epoch(tr
 
 
 def test_plain_progress_lines_carry_the_running_loss(trec, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("data_prep.console.LOG_INTERVAL", 0.0)  # a plain line at every update
+    monkeypatch.setattr("cn3.util.console.LOG_INTERVAL", 0.0)  # a plain line at every update
     run(trec, tmp_path / "r", ["train.epochs=1"])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch 1/1:")]
     assert lines, "no plain progress line was printed"
@@ -52,7 +52,7 @@ def test_the_loss_is_read_just_before_a_plain_line_whatever_its_own_clock():
     import time
 
     from cn3.loop import loss_due
-    from data_prep.console import LOG_INTERVAL, progress
+    from cn3.util.console import LOG_INTERVAL, progress
 
     with progress() as bar:
         assert bar.disable  # tests run without a terminal

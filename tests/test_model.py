@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from cn3.batching import make_batch
+from cn3.sentence.batching import make_batch
 from cn3.config import ConfigError
-from cn3.models.model import ModelArgs, SentenceGraphModel
-from cn3.run_config import ModelConfig
+from cn3.sentence.model import ModelArgs, SentenceGraphModel
+from cn3.sentence.config import ModelConfig
 from tests.references import collate
 from tests.test_batching import small_dataset
 

@@ -10,7 +10,7 @@ from cn3.config import ConfigError
 from cn3.bucketing import bucketed_batches
 from cn3.nmt.config import NMTDataConfig, resolve_nmt_config
 from cn3.nmt.data import EOS, Tokenizer, canonical_split, encode_pairs, load_split, make_batch, read_parallel
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 
 def write(path, lines, gz=False):

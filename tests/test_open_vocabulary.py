@@ -17,9 +17,9 @@ import torch
 from typer.testing import CliRunner
 
 from cli.main import app
-from cn3.inference import examples_dataset, predict_with_probabilities, read_task_file, run_vectors
-from cn3.models.model import SentenceGraphModel, model_args_from_dataset
-from cn3.run_config import ModelConfig
+from cn3.sentence.inference import examples_dataset, predict_with_probabilities, read_task_file, run_vectors
+from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
+from cn3.sentence.config import ModelConfig
 from data_prep.coverage import coverage
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
@@ -151,7 +151,7 @@ def test_evaluate_split_and_file_agree_and_report_coverage(run_with_vectors, dat
 
 def test_predict_gives_an_unseen_word_its_vector(run_with_vectors):
     from cn3.run_dir import RunDir
-    from cn3.trainer import load_model
+    from cn3.sentence.trainer import load_model
 
     run, _ = run_with_vectors
     loaded = load_model(RunDir(run), torch.device("cpu"))
@@ -235,8 +235,8 @@ def test_open_ids_follow_the_vocabulary_in_sorted_order():
 
 
 def test_node_encoder_embeds_open_ids_with_the_given_rows():
-    from cn3.batching import SideBatch
-    from cn3.models.node_encoder import NodeEncoder, NodeEncoderSizes
+    from cn3.sentence.batching import SideBatch
+    from cn3.sentence.node_encoder import NodeEncoder, NodeEncoderSizes
 
     enc = NodeEncoder(NodeEncoderSizes(n_words=3, n_chars=2, n_upos=2, n_spell=1), word_dim=2).eval()
     ids = torch.tensor([[2, 3, 4, 1]])
@@ -268,7 +268,7 @@ def test_coverage_counts_tokens_types_and_unknown_symbols():
 
 def test_the_annotation_of_new_text(monkeypatch):
     from cn3.config import ConfigError
-    from cn3.inference import annotator_for_run
+    from cn3.sentence.inference import annotator_for_run
 
     made = []
     monkeypatch.setattr("data_prep.annotators.make_annotator", lambda name, **_: made.append(name) or name)

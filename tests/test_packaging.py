@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from cn3.config import to_dict
-from cn3.run_config import RunConfig
+from cn3.sentence.config import RunConfig
 
 # slow: builds and installs a wheel (`pytest -m "not slow"` is the quick loop)
 pytestmark = pytest.mark.slow
@@ -27,11 +27,11 @@ SOURCES = ["pyproject.toml", "README.md", "cn3", "cli", "data_prep"]
 PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-import cli.main, cn3, cn3.nmt.config, cn3.resolve, data_prep
+import cli.main, cn3, cn3.nmt.config, cn3.sentence.resolve, data_prep
 from cn3.config import to_dict
 print(json.dumps({
-    "files": [m.__file__ for m in (cn3, cn3.resolve, cli.main, data_prep)],
-    "trec": to_dict(cn3.resolve.resolve_config("trec", None, {}, [])),
+    "files": [m.__file__ for m in (cn3, cn3.sentence.resolve, cli.main, data_prep)],
+    "trec": to_dict(cn3.sentence.resolve.resolve_config("trec", None, {}, [])),
     "nmt_default": str(cn3.nmt.config.DEFAULT_CONFIG),
     "nmt_default_exists": cn3.nmt.config.DEFAULT_CONFIG.is_file(),
     "version": cn3.__version__,

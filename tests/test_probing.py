@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from data_prep import probing
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.prepare import PrepareSettings, prepare
 from data_prep.tasks import TASKS

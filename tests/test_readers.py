@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.readers import (
     read_conll2000,
     read_conll2003,

@@ -34,7 +34,7 @@ def test_each_kind_owns_its_config_resume_keys_and_command():
     from cn3.loop_config import RESUMABLE_CHANGES
     from cn3.nmt.config import NMTConfig
     from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
-    from cn3.run_config import RunConfig
+    from cn3.sentence.config import RunConfig
 
     assert kind_of_task("multi30k") is TRANSLATION and kind_of_task("trec") is SENTENCE
     assert (SENTENCE.config_class(), TRANSLATION.config_class()) == (RunConfig, NMTConfig)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.tasks import TASKS, custom_spec, get_task, load_task
 from data_prep.taskspec import TaskOptions
 

@@ -50,8 +50,8 @@ def test_raw_text_tokenizers_per_task():
 
 
 def test_raw_formulas_keep_their_operator_tree():
-    from cn3.inference import text_examples
-    from data_prep.errors import DataError
+    from cn3.sentence.inference import text_examples
+    from cn3.util.errors import DataError
 
     [example] = text_examples(["( a ( and b ) )\t( not c )"], {"level": "pair", "task": "logic"})
     assert [(s.tokens, s.heads) for s in example.sentences] == [

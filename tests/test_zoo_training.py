@@ -12,11 +12,11 @@ import csv
 import pytest
 import torch
 
-from cn3.batching import make_batch
+from cn3.sentence.batching import make_batch
 from cn3.encoders import ENCODERS
 from cn3.loop import make_optimizer
-from cn3.models.model import SentenceGraphModel, model_args_from_dataset
-from cn3.run_config import ModelConfig
+from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
+from cn3.sentence.config import ModelConfig
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 from data_prep.taskspec import TaskOptions

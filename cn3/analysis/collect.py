@@ -70,7 +70,7 @@ def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: in
     """The statistics of every sentence's attention in ``dataset`` (both sides of a pair).
 
     Args:
-        model: a loaded :class:`~cn3.models.model.SentenceGraphModel` (run in eval mode).
+        model: a loaded :class:`~cn3.sentence.model.SentenceGraphModel` (run in eval mode).
         dataset: a :class:`~data_prep.store.GraphDataset`; its trees (when prepared with them)
             give the tree statistics.
         encoder: the run's ``model.encoder`` (:func:`attention_kind`).
@@ -81,7 +81,7 @@ def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: in
     Returns:
         the aggregate and the model's number of attention layers.
     """
-    from cn3.trainer import scored_batches
+    from cn3.sentence.trainer import scored_batches
 
     kind = attention_kind(encoder)
     windows = local_windows(model)

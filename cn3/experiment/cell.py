@@ -62,8 +62,8 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
         130 interrupted (Ctrl-C, SIGTERM, a cancelled task: ``latest.pt`` saved).
     """
     from cn3.config import ConfigError
-    from data_prep.console import console
-    from data_prep.errors import DataError
+    from cn3.util.console import console
+    from cn3.util.errors import DataError
 
     previous_dir = os.getcwd()
     if workdir is not None:

@@ -544,7 +544,7 @@ def _run_data(run_dir: Path):
 
     from cn3.compat import upgrade_sentence_config
     from cn3.config import ConfigError, from_dict
-    from cn3.run_config import DataConfig, RunConfig
+    from cn3.sentence.config import DataConfig, RunConfig
 
     path = run_dir / "config.yaml"
     if not path.is_file():
@@ -559,8 +559,8 @@ def _run_data(run_dir: Path):
 def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[dict]]:
     """The level of the run's dataset, and the records of ``split`` and of ``train`` as the run trained
     and scored them: the prepared dataset of its config (as ``cn3 train`` found it) with its
-    ``data.limit`` applied to both (:func:`cn3.trainer._train`)."""
-    from cn3.trainer import prepared_path
+    ``data.limit`` applied to both (:func:`cn3.sentence.trainer._train`)."""
+    from cn3.sentence.trainer import prepared_path
     from data_prep.dataset import load_prepared
 
     data = repr(dataclasses.replace(cfg.data, limit=0))  # cells differing only in data.limit share a dataset
@@ -785,7 +785,7 @@ def plot_grouped(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], path: 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from data_prep.atomic import atomic_write
+    from cn3.util.atomic import atomic_write
 
     tasks = [t for t, c in grouped.items() if c.groups and not c.note]
     if not tasks:

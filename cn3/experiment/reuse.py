@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cn3.config import ConfigError
 from cn3.experiment.spec import Cell, read_cell_config
-from data_prep.atomic import atomic_write_json
+from cn3.util.atomic import atomic_write_json
 
 REUSED = "reused.json"
 _STAGING = ".reusing"  # suffix of the directory a cell is assembled in before it is renamed into place

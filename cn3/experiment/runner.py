@@ -40,9 +40,9 @@ from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
 from cn3.run_dir import RunDir, finished, read_results, split_scores
 from cn3.runtime import sigterm_as_interrupt
-from data_prep.atomic import atomic_write_json, atomic_write_text
-from data_prep.console import console
-from data_prep.locking import exclusive
+from cn3.util.atomic import atomic_write_json, atomic_write_text
+from cn3.util.console import console
+from cn3.util.locking import exclusive
 
 FAILED = "cell.failed"
 

@@ -1,7 +1,7 @@
 """Parallel text: reading line-aligned files, named splits, sentencepiece BPE and token batching.
 
 * :func:`read_parallel` reads a source/target file pair (gzip transparently) and raises
-  :class:`~data_prep.errors.DataError` naming the file and line for empty files and mismatched
+  :class:`~cn3.util.errors.DataError` naming the file and line for empty files and mismatched
   line counts.
 * Splits: Multi30k (``multi30k/raw/<split>.<lang>.gz`` under the data root) with the names
   ``train, val, test2016, test2017, mscoco2017`` (the file names ``test_2016_flickr`` ... and
@@ -25,7 +25,7 @@ from torch import Tensor
 
 from cn3.config import ConfigError
 from cn3.nmt.config import NMTConfig, NMTDataConfig
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.textio import read_lines
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3

@@ -46,8 +46,8 @@ from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
 from cn3.run_kinds import TRANSLATION
 from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
-from data_prep.atomic import atomic_write, atomic_write_json, atomic_write_text
-from data_prep.console import console, progress
+from cn3.util.atomic import atomic_write, atomic_write_json, atomic_write_text
+from cn3.util.console import console, progress
 
 CHECKPOINT_KIND = TRANSLATION.checkpoint_kind
 

@@ -75,7 +75,7 @@ def check_has_edges(encoder: str) -> None:
 
 
 def input_line(texts: list[str], level: str, task: str) -> str:
-    """The one input line for :func:`cn3.inference.text_examples`: one sentence, or two joined by TAB."""
+    """The one input line for :func:`cn3.sentence.inference.text_examples`: one sentence, or two joined by TAB."""
     if level == "pair":
         if len(texts) == 1 and texts[0].count("\t") == 1:
             return texts[0]
@@ -89,13 +89,13 @@ def input_line(texts: list[str], level: str, task: str) -> str:
 
 
 def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
-    """Run ``texts`` through a loaded run (``cn3.trainer.load_model``) and collect its soft graphs.
+    """Run ``texts`` through a loaded run (``cn3.sentence.trainer.load_model``) and collect its soft graphs.
 
     ``texts``: one sentence, or premise and hypothesis for pair tasks. ``vectors``: the run's word
-    vectors (``cn3.inference.run_vectors``), for the words outside its vocabulary.
+    vectors (``cn3.sentence.inference.run_vectors``), for the words outside its vocabulary.
     """
-    from cn3.inference import examples_dataset, text_examples
-    from cn3.trainer import predict
+    from cn3.sentence.inference import examples_dataset, text_examples
+    from cn3.sentence.trainer import predict
 
     manifest, encoder = loaded.manifest, loaded.config.model.encoder
     check_has_edges(encoder)

@@ -26,7 +26,7 @@ def output_format(path: Path) -> str:
 
 def write_output(view: EdgeView, path: Path, layers: list[int], focus: dict[int, int] | None = None) -> None:
     """Write the view to ``path`` (format from the extension), atomically."""
-    from data_prep.atomic import atomic_write, atomic_write_text
+    from cn3.util.atomic import atomic_write, atomic_write_text
 
     fmt = output_format(path)
     longest = max(len(side) for side in view.sides)

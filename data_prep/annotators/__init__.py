@@ -28,7 +28,7 @@ from data_prep.annotators.gold import GoldAnnotator
 from data_prep.annotators.none import NoneAnnotator
 from data_prep.annotators.spacy_annotator import SpacyAnnotator, spacy_available
 from data_prep.annotators.stanza_annotator import StanzaAnnotator, find_models
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 DEFAULT_BATCH_SIZE = 256
 

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from data_prep.annotators.base import ProgressFn, alternatives
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Sentence
 
 STANZA_PROCESSORS = "tokenize,pos,lemma,depparse"

@@ -1,7 +1,7 @@
 """Readers of every staged data set: ``load_<task>(data_root, options) -> {split: [Example, ...]}``.
 
 One module per format family; file-level ``read_*`` functions return ``list[Example]``.
-Every malformed input raises :class:`data_prep.errors.DataError` naming the file and line.
+Every malformed input raises :class:`cn3.util.errors.DataError` naming the file and line.
 """
 
 from data_prep.readers.columns import load_conll2000, load_conll2003, read_conll2000, read_conll2003

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 
 P = ParamSpec("P")
 R = TypeVar("R")

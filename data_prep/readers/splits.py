@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from typing import TypeVar
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example
 from data_prep.taskspec import TaskOptions
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_prep.errors import DataError
+from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.readers.common import check_label, gc_paused, task_dir
 from data_prep.readers.splits import hold_out

@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from cn3.config import ConfigError
-from cn3.models.crf_marginals import crf_marginals
-from cn3.trainer import scored_batches
-from data_prep.errors import DataError
+from cn3.sentence.crf_marginals import crf_marginals
+from cn3.sentence.trainer import scored_batches
+from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
 

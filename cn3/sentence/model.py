@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from cn3.batching import GraphBatch
+from cn3.sentence.batching import GraphBatch
 from cn3.encoders import EncoderArgs, build_encoder, check_serves
 from cn3.encoders.options import CN3Options
 from cn3.layers.pooling import POOLS
-from cn3.models.heads import CRFHead, PairClassifier, PooledClassifier
-from cn3.models.node_encoder import NodeEncoder, NodeEncoderSizes
-from cn3.run_config import ModelConfig
+from cn3.sentence.heads import CRFHead, PairClassifier, PooledClassifier
+from cn3.sentence.node_encoder import NodeEncoder, NodeEncoderSizes
+from cn3.sentence.config import ModelConfig
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cn3.config import CONFIG_DIR, ConfigError, resolve
-from cn3.run_config import RunConfig
+from cn3.sentence.config import RunConfig
 from data_prep.tasks import TASKS
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from cn3.batching import SideBatch
+from cn3.sentence.batching import SideBatch
 from cn3.layers.lstm import LSTM
 from data_prep.vocab import PAD_ID, UNK_ID
 

@@ -16,7 +16,7 @@ import torch
 
 from cn3.adversarial import EmbeddingAdversary
 from cn3.averaging import ema_state, make_ema
-from cn3.batching import DeviceBatches, GraphBatch, item_lengths, make_batch
+from cn3.sentence.batching import DeviceBatches, GraphBatch, item_lengths, make_batch
 from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
@@ -24,13 +24,13 @@ from cn3.distributed import World, shutdown
 from cn3.loop import check_tensorboard, make_optimizer, run_loop, start
 from cn3.loop_config import RESUMABLE_CHANGES
 from cn3.metrics import score
-from cn3.models.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
-from cn3.run_config import RunConfig
+from cn3.sentence.model import ModelArgs, SentenceGraphModel, model_args_from_dataset
+from cn3.sentence.config import RunConfig
 from cn3.run_dir import RunDir
 from cn3.run_kinds import SENTENCE
 from cn3.runtime import autocast, deterministic_algorithms, load_checkpoint, make_scaler, open_run, seed_everything
-from data_prep.atomic import atomic_write_json
-from data_prep.console import console
+from cn3.util.atomic import atomic_write_json
+from cn3.util.console import console
 
 #: the ``kind`` of a sentence-task checkpoint (translation runs have their own)
 CHECKPOINT_KIND = SENTENCE.checkpoint_kind

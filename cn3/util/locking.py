@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from data_prep.console import console
+from cn3.util.console import console
 
 if os.name == "nt":
     import msvcrt

@@ -1,1 +1,0 @@
-"""Models: node encoders, the sentence model (node encoder -> zoo encoder -> head), heads, CRF marginals."""
