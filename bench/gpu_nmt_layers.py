@@ -14,9 +14,14 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
    the CPU runs, so that the gain of the SDPA path is measured beside it.
 2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against
    ``torch.nn.LSTM`` of the same width (cuDNN on CUDA), full rows, at 64x25x256 and 32x50x512. Target:
-   ON-LSTM / LSTM <= 3. ``onlstm`` is the default (on CUDA with Triton, the ``torch.compile``-d steps),
-   ``onlstm-plain`` the scan without compilation (``CN3_ONLSTM_COMPILE=never``). The first calls of the
-   compiled steps compile them; that time is reported as ``compile_s`` and is not in the medians.
+   ON-LSTM / LSTM <= 3. ``onlstm`` is the default (``CN3_ONLSTM_COMPILE`` and ``CN3_ONLSTM_TRITON`` as
+   the environment sets them; unset, the plain scan), ``onlstm-plain`` the plain scan (both ``never``)
+   and, on CUDA with Triton, ``onlstm-triton`` the persistent Triton kernels
+   (:mod:`cn3.layers.onlstm_triton`, ``CN3_ONLSTM_TRITON=always``) on the same weights, with the
+   largest difference of its output and input gradient from the plain scan's (``triton_max_diff``, one
+   fp32 call: a check on the kernels' barriers at real sizes). The first calls of the default and of
+   the Triton kernels compile them; those times are reported as ``compile_s`` and
+   ``triton_compile_s`` and are not in the medians.
 
 Every module runs in fp32 and under ``torch.autocast(device, bfloat16)`` (the forward inside, the
 backward following, as ``train.precision=bf16`` does). Timing: ``--warmup`` calls, then the modules of
@@ -96,19 +101,47 @@ def race(fns: dict, warmup: int, repeats: int, timer: Timer) -> dict[str, float]
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-class Plain(nn.Module):
-    """Runs ``module`` with ON-LSTM's compiled steps switched off (``onlstm-plain``)."""
+class Pinned(nn.Module):
+    """Runs ``module`` with ON-LSTM's recurrence settings pinned: ``compile`` for
+    ``onlstm.COMPILE_STEPS``, ``triton`` for ``onlstm.TRITON_SCAN`` (``onlstm-plain``: both ``never``;
+    ``onlstm-triton``: ``triton="always"``)."""
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, compile: str = "never", triton: str = "never"):
         super().__init__()
-        self.module = module
+        self.module, self.settings = module, {"COMPILE_STEPS": compile, "TRITON_SCAN": triton}
 
     def forward(self, *args):
-        saved, onlstm.COMPILE_STEPS = onlstm.COMPILE_STEPS, "never"
+        saved = {name: getattr(onlstm, name) for name in self.settings}
+        for name, value in self.settings.items():
+            setattr(onlstm, name, value)
         try:
             return self.module(*args)
         finally:
-            onlstm.COMPILE_STEPS = saved
+            for name, value in saved.items():
+                setattr(onlstm, name, value)
+
+
+def triton_available(device: torch.device) -> bool:
+    """ON-LSTM's Triton kernels run here: CUDA, with Triton installed."""
+    if device.type != "cuda":
+        return False
+    try:
+        import cn3.layers.onlstm_triton  # noqa: F401, PLC0415 - triton is optional
+    except ImportError:
+        return False
+    return True
+
+
+def max_difference(a: nn.Module, b: nn.Module, x: torch.Tensor, mask: torch.Tensor) -> float:
+    """The largest absolute difference of two modules' outputs and input gradients, one fp32 call."""
+    results = []
+    for module in (a, b):
+        x.grad = None
+        out = module(x, mask)[0]
+        out.sum().backward()
+        results.append((out.detach(), x.grad.clone()))
+    x.grad = None
+    return max(float((p - q).abs().max()) for p, q in zip(*results))
 
 
 def encoder_layer(attn: nn.Module, d: int) -> EncoderLayer:
@@ -152,16 +185,23 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
         x = torch.randn(b, n, d, device=device, requires_grad=True)
         mask = torch.ones(b, n, dtype=torch.bool, device=device)
         modules = {"lstm": nn.LSTM(d, d, batch_first=True), "onlstm": ONLSTM(d, d, chunk_size=8)}
-        modules["onlstm-plain"] = Plain(modules["onlstm"])
+        modules["onlstm-plain"] = Pinned(modules["onlstm"])
+        if triton_available(device):
+            modules["onlstm-triton"] = Pinned(modules["onlstm"], triton="always")
         modules = {k: m.to(device).train() for k, m in modules.items()}
-        inputs = {"lstm": (x,), "onlstm": (x, mask), "onlstm-plain": (x, mask)}
-        # the compiled steps' first calls compile them (once per process): timed apart
-        begin = time.perf_counter()
-        for bf16 in (False, True):
-            train_step(modules["onlstm"], inputs["onlstm"], bf16, device)()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        compile_s = time.perf_counter() - begin
+        inputs = {k: (x,) if k == "lstm" else (x, mask) for k in modules}
+        # the first calls of the compiled steps (if the default compiles) and of the Triton kernels
+        # compile them (once per process): timed apart
+        first_calls = {}
+        for name in ("onlstm", "onlstm-triton"):
+            begin = time.perf_counter()
+            for bf16 in (False, True) if name in modules else ():
+                train_step(modules[name], inputs[name], bf16, device)()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            first_calls[name] = time.perf_counter() - begin
+        triton_diff = ({"triton_max_diff": max_difference(modules["onlstm-triton"], modules["onlstm-plain"], x, mask),
+                        "triton_compile_s": first_calls["onlstm-triton"]} if "onlstm-triton" in modules else {})
         ms = {}
         for precision in ("fp32", "bf16"):
             times = race({k: train_step(m, inputs[k], precision == "bf16", device) for k, m in modules.items()},
@@ -172,7 +212,10 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
             rows.append({"part": "rnn", "shape": f"{b}x{n}x{d}", "precision": precision,
                          **{f"{k}_ms": v for k, v in t.items()},
                          "onlstm/lstm": t["onlstm"] / t["lstm"], "onlstm-plain/lstm": t["onlstm-plain"] / t["lstm"],
-                         "compiled_steps": onlstm._use_compiled(device), "compile_s": compile_s,
+                         **({"onlstm-triton/lstm": t["onlstm-triton"] / t["lstm"],
+                             "onlstm-triton/onlstm-plain": t["onlstm-triton"] / t["onlstm-plain"], **triton_diff}
+                            if "onlstm-triton" in t else {}),
+                         "compiled_steps": onlstm._use_compiled(device), "compile_s": first_calls["onlstm"],
                          **({f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in t} if precision == "bf16"
                             else {})})
     return rows
@@ -225,6 +268,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {r['shape']:<11} {r['precision']}  LSTM {r['lstm_ms']:7.3f}  ON-LSTM {r['onlstm_ms']:7.3f} "
               f"({r['onlstm/lstm']:.2f}x, compiled steps: {r['compiled_steps']}, first calls {r['compile_s']:.1f} s)"
               f"  plain scan {r['onlstm-plain_ms']:7.3f} ({r['onlstm-plain/lstm']:.2f}x)"
+              + (f"  Triton {r['onlstm-triton_ms']:7.3f} ({r['onlstm-triton/lstm']:.2f}x, max |diff| "
+                 f"{r['triton_max_diff']:.1e}, first calls {r['triton_compile_s']:.1f} s)" if "onlstm-triton_ms" in r
+                 else "  (no Triton column: needs CUDA and triton)")
               + (f"  bf16/fp32: LSTM {r['bf16/fp32 lstm']:.2f} ON-LSTM {r['bf16/fp32 onlstm']:.2f}"
                  if r["precision"] == "bf16" else ""))
     fp32 = [r for r in attention + rnn if r["precision"] == "fp32"]
@@ -237,6 +283,10 @@ def main(argv: list[str] | None = None) -> dict:
             "onlstm/lstm <= 3 (fp32)": all(r["onlstm/lstm"] <= ONLSTM_TARGET for r in fp32 if r["part"] == "rnn"),
         },
     }
+    triton_rows = [r for r in fp32 if "onlstm-triton/lstm" in r]
+    if triton_rows:
+        summary["targets"]["onlstm-triton/lstm <= 3 (fp32)"] = all(r["onlstm-triton/lstm"] <= ONLSTM_TARGET
+                                                                   for r in triton_rows)
     summary["wall_s"] = time.perf_counter() - began
     print(f"\ntargets: {summary['targets']}; {summary['wall_s']:.1f} s")
     if args.json:

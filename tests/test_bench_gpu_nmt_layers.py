@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
+
+import cn3.layers.onlstm as onlstm
+from tests.test_onlstm_triton import _stand_ins
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "gpu_nmt_layers.py"
 
 
-def test_quick_run_on_cpu_writes_the_summary(tmp_path):
+def load_bench():
     spec = importlib.util.spec_from_file_location("gpu_nmt_layers", BENCH)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_quick_run_on_cpu_writes_the_summary(tmp_path):
+    bench = load_bench()
     out = tmp_path / "summary.json"
     bench.main(["--quick", "--json", str(out)])
     summary = json.loads(out.read_text())
@@ -29,3 +38,25 @@ def test_quick_run_on_cpu_writes_the_summary(tmp_path):
         ratios = [v for k, v in r.items() if "/" in k]
         assert ratios and all(v > 0 for v in ratios), r
     assert set(summary["targets"]) == {"hybrid/transformer <= 1.10 (fp32)", "onlstm/lstm <= 3 (fp32)"}
+    assert not any("onlstm-triton" in k for r in summary["rows"] for k in r)  # no CUDA: no Triton column
+
+
+def test_the_triton_column(tmp_path, monkeypatch):
+    """Where the kernels run (CUDA), the ON-LSTM rows gain the Triton column, its difference from
+    the plain scan and its own target; here the kernels are stood in for by the plain step loops."""
+    bench = load_bench()
+    calls: list[str] = []
+    monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", _stand_ins(calls))
+    monkeypatch.setattr(bench, "triton_available", lambda device: True)
+    monkeypatch.setattr(onlstm, "_use_triton", lambda device, dtype: onlstm.TRITON_SCAN == "always")
+    monkeypatch.setattr(bench, "ATTENTION_SHAPES", [])
+    monkeypatch.setattr(bench, "QUICK_ATTENTION_SHAPES", [])
+    out = tmp_path / "summary.json"
+    bench.main(["--quick", "--repeats", "1", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["precision"] for r in rows] == ["fp32", "bf16"]
+    for r in rows:
+        assert r["onlstm-triton_ms"] > 0 and r["onlstm-triton/lstm"] > 0 and r["onlstm-triton/onlstm-plain"] > 0
+        assert r["triton_max_diff"] < 1e-5 and r["triton_compile_s"] >= 0
+    assert "onlstm-triton/lstm <= 3 (fp32)" in json.loads(out.read_text())["targets"]
+    assert calls.count("forward") == calls.count("backward") > 0

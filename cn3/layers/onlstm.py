@@ -37,6 +37,16 @@ does not: measured slower than the plain scan on an H200, :func:`_use_compiled`)
 (``dynamic=True``). The results equal the plain scan's up to rounding. ``never`` or any failure to
 compile (no Triton, no C compiler: a warning, once) falls back to the plain scan, which the CPU
 always runs (its kernels are not launch-bound and it is the faster there).
+
+Persistent Triton kernels (issue 31, :mod:`cn3.layers.onlstm_triton`): the whole recurrence in one
+launch forward and one backward, each program looping over time for a block of batch rows (the
+backward recomputes the gates of all steps in one product first; the recurrent weight's gradient
+stays one product). With ``CN3_ONLSTM_TRITON`` (environment) or :data:`TRITON_SCAN` at ``always``
+it replaces the step loops wherever it runs: fp32 CUDA tensors with Triton installed (or CPU
+tensors under Triton's interpreter, for the tests); elsewhere the scan runs as above (Triton
+missing: a warning, once). ``auto``, the default, does not use it yet: it is unmeasured on a GPU
+(``bench/gpu_nmt_layers.py`` times it, :func:`_use_triton`). Its results equal the plain scan's up
+to fp32 rounding.
 """
 
 from __future__ import annotations
@@ -205,6 +215,35 @@ def _step_backward(step: int, d_hs: Tensor, dh_rec: Tensor, dc: Tensor, table: T
     return d_pre, dh_prev, dc_prev
 
 
+#: ``auto``, ``always`` or ``never``: when the scan runs as the Triton kernels of
+#: :mod:`cn3.layers.onlstm_triton` (module docstring; ``auto`` does not, until a GPU has measured
+#: them); the environment's ``CN3_ONLSTM_TRITON`` sets it at import. It takes precedence over
+#: :data:`COMPILE_STEPS`.
+TRITON_SCAN = os.environ.get("CN3_ONLSTM_TRITON", "auto")
+_triton_missing: list[str] = []  # the warning, once given
+
+
+def _use_triton(device: torch.device, dtype: torch.dtype) -> bool:
+    """Only under ``always``, and only where the kernels run: fp32 on CUDA, or on the CPU under
+    Triton's interpreter (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed
+    (else a warning, once). ``auto`` is ``never`` until ``bench/gpu_nmt_layers.py``'s
+    ``onlstm-triton`` column has been measured against the plain scan on a GPU."""
+    mode = TRITON_SCAN
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"CN3_ONLSTM_TRITON must be auto, always or never, got {mode!r}")
+    if mode != "always" or dtype != torch.float32:
+        return False
+    try:
+        from cn3.layers.onlstm_triton import INTERPRETING  # noqa: PLC0415 - triton is optional
+    except ImportError as error:
+        if not _triton_missing:
+            _triton_missing.append(str(error))
+            warnings.warn(f"ON-LSTM: CN3_ONLSTM_TRITON=always but Triton cannot be imported ({error}); "
+                          "running the plain scan", RuntimeWarning, stacklevel=3)
+        return False
+    return device.type == "cuda" or (device.type == "cpu" and INTERPRETING)
+
+
 def _use_compiled(device: torch.device) -> bool:
     """Only under ``always``: measured on one H200 (docs/benchmarks.md), the compiled steps were slower
     than the plain scan at both NMT shapes (20.4 against 17.4 ms at 64x25x256, 28.0 against 25.2 at
@@ -299,6 +338,11 @@ class _ONLSTMScan(torch.autograd.Function):
     inputs of ``f, i, c^``, of ``c_{t-1}`` and of the master gates per neuron), and the recurrent
     weight's gradient is one product over all steps. The forward's arithmetic is
     :meth:`ONLSTM.cell`'s (the same results); gradients equal autograd's up to rounding.
+
+    Which step loops run (``ctx.impl``, module docstring): ``scan`` (:func:`_forward_steps`,
+    :func:`_backward_steps`), ``compiled`` (:func:`_fused_forward`, :func:`_fused_backward`) or
+    ``triton`` (:mod:`cn3.layers.onlstm_triton`, which saves only the input, the states and the
+    cells; its backward recomputes the rest, :func:`_triton_backward`).
     """
 
     @staticmethod
@@ -307,8 +351,15 @@ class _ONLSTMScan(torch.autograd.Function):
         n, b, _ = pre.shape
         nc, hid = n_chunks, weight.shape[1]
         wt = weight.t().contiguous()
-        ctx.fused = _use_compiled(pre.device)
-        if ctx.fused:
+        ctx.full, ctx.n_chunks = full, nc
+        ctx.impl = ("triton" if _use_triton(pre.device, pre.dtype)
+                    else "compiled" if _use_compiled(pre.device) else "scan")
+        if ctx.impl == "triton":
+            from cn3.layers.onlstm_triton import scan_forward  # noqa: PLC0415 - needs triton: only on this path
+            hs, cells, masters = scan_forward(pre, wt, h0, c0, keep, nc, return_master)
+            ctx.save_for_backward(weight, h0, keep, hs, pre, wt, cells)
+            return hs, cells[n].clone(), masters
+        if ctx.impl == "compiled":
             hs, cg, sig, master, hats, tanh_c, probs = _fused_forward(pre, wt, h0, c0, keep, full, nc)
         else:
             hs = pre.new_empty(b, n, hid)  # the states; a real step's state is its output
@@ -320,58 +371,105 @@ class _ONLSTMScan(torch.autograd.Function):
             tanh_c = pre.new_empty(n, b, hid)
             probs = _forward_steps(pre, wt, h0, hs, cg, sig, master, hats, tanh_c, keep, full, nc)
         ctx.save_for_backward(weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs)
-        ctx.full, ctx.n_chunks = full, nc
         masters = master[:, :, 0].transpose(0, 1).contiguous() if return_master else pre.new_empty(0)
         return hs, cg[n, :, 0].clone(), masters
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_hs: Tensor, d_c: Tensor, d_master: Tensor):
-        weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs = ctx.saved_tensors
         full, nc = ctx.full, ctx.n_chunks
-        b, n, hid = hs.shape
-        cs, width = hid // nc, weight.shape[0]
-        # The factors that do not depend on the incoming gradient, for all steps at once.
-        f_i, o = sig[:, :, :2], sig[:, :, 2]
-        ho = o * tanh_c
-        d_o = torch.addcmul(ho, ho, o, value=-1.0)  # dh -> o's input: tanh(c) o (1 - o)
-        d_tc = torch.addcmul(o, ho, tanh_c, value=-1.0)  # dh -> c: o (1 - tanh(c)^2)
-        prev_cand = cg[:n]  # (N, B, 2, hid): [c_{t-1}, c^]
-        cand = prev_cand[:, :, 1]
-        # dc times table[t] gives, in the gate layout [f, i, o, c^] and beyond: the inputs of f, i
-        # (dc [c_{t-1}, c^] w f(1-f) or i(1-i)), a row overwritten by o's, c^'s input (dc i^ (1 - c^2)),
-        # c_{t-1} (dc f^), and per neuron [d F, d I] (summed over each chunk below):
-        # f^ = F - w (1 - f), i^ = I - w (1 - i), w = F I  =>  [c_{t-1}, c^] - [I, F] uv,
-        # uv = c_{t-1} (1 - f) + c^ (1 - i).
-        table = sig.new_empty(n, b, 7, hid)
-        overlap = (master[:, :, 0] * master[:, :, 1]).view(n, b, 1, nc, 1)
-        torch.mul(prev_cand.view(n, b, 2, nc, cs) * overlap,
-                  torch.addcmul(f_i, f_i, f_i, value=-1.0).view(n, b, 2, nc, cs),
-                  out=table[:, :, :2].view(n, b, 2, nc, cs))
-        table[:, :, 2] = 0.0
-        i_hat = hats[:, :, 1].reshape(n, b, hid)
-        torch.addcmul(i_hat, i_hat * cand, cand, value=-1.0, out=table[:, :, 3])
-        table[:, :, 4] = hats[:, :, 0].reshape(n, b, hid)
-        uv = (prev_cand * (1.0 - f_i)).sum(2)
-        torch.addcmul(prev_cand.view(n, b, 2, nc, cs), master.flip(2).view(n, b, 2, nc, 1),
-                      uv.view(n, b, 1, nc, cs), value=-1.0, out=table[:, :, 5:].view(n, b, 2, nc, cs))
-        # F = cumsum(p_F), I = 1 - cumsum(p_I): the reverse cumsum is a product with a triangle
-        signed_probs = probs * probs.new_tensor([[1.0], [-1.0]])
-        tri = torch.ones(nc, nc, dtype=hs.dtype, device=hs.device).tril()
         d_master = d_master if d_master.numel() else None
-        if ctx.fused and "failed" not in _compiled:
-            d_pre, dh_rec, dc = _fused_backward(d_hs, d_c, d_master, table, d_o, d_tc, probs, signed_probs, tri,
-                                                weight, keep, full)
+        if ctx.impl == "triton":
+            weight, h0, keep, hs, pre, wt, cells = ctx.saved_tensors
+            d_pre, dh_rec, dc = _triton_backward(pre, wt, weight, h0, keep, hs, cells, d_hs, d_c, d_master, nc)
         else:
-            d_pre = hs.new_empty(n, b, width + 3 * hid)  # the gates' inputs, then d c_{t-1}, d F, d I
-            dh_rec, dc = _backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed_probs, tri,
-                                         weight, keep, full, nc)
-            d_pre = d_pre[:, :, :width]
+            weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs = ctx.saved_tensors
+            table, d_o, d_tc = _backward_factors(sig, master, hats, tanh_c, cg[:hs.shape[1]])
+            # F = cumsum(p_F), I = 1 - cumsum(p_I): the reverse cumsum is a product with a triangle
+            signed_probs = probs * probs.new_tensor([[1.0], [-1.0]])
+            tri = torch.ones(nc, nc, dtype=hs.dtype, device=hs.device).tril()
+            if ctx.impl == "compiled" and "failed" not in _compiled:
+                d_pre, dh_rec, dc = _fused_backward(d_hs, d_c, d_master, table, d_o, d_tc, probs, signed_probs, tri,
+                                                    weight, keep, full)
+            else:
+                b, n, hid = hs.shape
+                d_pre = hs.new_empty(n, b, weight.shape[0] + 3 * hid)  # the gates' inputs, d c_{t-1}, d F, d I
+                dh_rec, dc = _backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed_probs, tri,
+                                             weight, keep, full, nc)
+                d_pre = d_pre[:, :, :weight.shape[0]]
         d_weight = None
         if ctx.needs_input_grad[1]:
-            h_prev = torch.cat([h0.unsqueeze(0), hs[:, :-1].transpose(0, 1)], 0)  # (N, B, hid)
-            d_weight = d_pre.reshape(n * b, width).t().mm(h_prev.reshape(n * b, hid))
+            n, b, width = d_pre.shape
+            d_weight = d_pre.reshape(n * b, width).t().mm(_previous_states(h0, hs).reshape(n * b, -1))
         return d_pre, d_weight, dh_rec, dc, None, None, None, None
+
+
+def _previous_states(h0: Tensor, hs: Tensor) -> Tensor:
+    """``h_{t-1}`` for every step, time first: ``(N, B, hidden)`` from ``h0 (B, hidden)`` and the
+    states ``hs (B, N, hidden)``."""
+    return torch.cat([h0.unsqueeze(0), hs[:, :-1].transpose(0, 1)], 0)
+
+
+def _backward_factors(sig: Tensor, master: Tensor, hats: Tensor, tanh_c: Tensor,
+                      prev_cand: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward's factors that do not depend on the incoming gradient, for all steps at once.
+
+    Args:
+        sig: ``(N, B, 3, hidden)`` ``[f, i, o]``; master ``(N, B, 2, nc)`` ``[F, I]``;
+            hats ``(N, B, 2, nc, cs)`` ``[f^, i^]``; tanh_c ``(N, B, hidden)`` ``tanh(c_t)``
+            (before padding keeps the state); prev_cand ``(N, B, 2, hidden)`` ``[c_{t-1}, c^_t]``.
+
+    Shapes:
+        returns ``table (N, B, 7, hidden)``, ``d_o (N, B, hidden)``, ``d_tc (N, B, hidden)``:
+        ``d c_t`` times ``table[t]`` gives, in the gate layout ``[f, i, o, c^]`` and beyond, the
+        gradients of the inputs of f and i (``dc [c_{t-1}, c^] w f(1-f)`` or ``i(1-i)``), a row
+        the caller overwrites with o's (``dh d_o``), c^'s input (``dc i^ (1 - c^2)``),
+        ``c_{t-1}`` (``dc f^``), and per neuron ``[d F, d I]`` (summed over each chunk by the
+        caller): ``f^ = F - w (1 - f)``, ``i^ = I - w (1 - i)``, ``w = F I``
+        ``=> [c_{t-1}, c^] - [I, F] uv``, ``uv = c_{t-1} (1 - f) + c^ (1 - i)``.
+    """
+    n, b, _, hid = sig.shape
+    nc = master.shape[-1]
+    cs = hid // nc
+    f_i, o = sig[:, :, :2], sig[:, :, 2]
+    ho = o * tanh_c
+    d_o = torch.addcmul(ho, ho, o, value=-1.0)  # dh -> o's input: tanh(c) o (1 - o)
+    d_tc = torch.addcmul(o, ho, tanh_c, value=-1.0)  # dh -> c: o (1 - tanh(c)^2)
+    cand = prev_cand[:, :, 1]
+    table = sig.new_empty(n, b, 7, hid)
+    overlap = (master[:, :, 0] * master[:, :, 1]).view(n, b, 1, nc, 1)
+    torch.mul(prev_cand.view(n, b, 2, nc, cs) * overlap,
+              torch.addcmul(f_i, f_i, f_i, value=-1.0).view(n, b, 2, nc, cs),
+              out=table[:, :, :2].view(n, b, 2, nc, cs))
+    table[:, :, 2] = 0.0
+    i_hat = hats[:, :, 1].reshape(n, b, hid)
+    torch.addcmul(i_hat, i_hat * cand, cand, value=-1.0, out=table[:, :, 3])
+    table[:, :, 4] = hats[:, :, 0].reshape(n, b, hid)
+    uv = (prev_cand * (1.0 - f_i)).sum(2)
+    torch.addcmul(prev_cand.view(n, b, 2, nc, cs), master.flip(2).view(n, b, 2, nc, 1),
+                  uv.view(n, b, 1, nc, cs), value=-1.0, out=table[:, :, 5:].view(n, b, 2, nc, cs))
+    return table, d_o, d_tc
+
+
+def _triton_backward(pre: Tensor, wt: Tensor, weight: Tensor, h0: Tensor, keep: Tensor | None, hs: Tensor,
+                     cells: Tensor, d_hs: Tensor, d_c: Tensor, d_master: Tensor | None,
+                     nc: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward of the Triton forward: every step's gates recomputed at once from the saved
+    states (:func:`_step_forward` over ``N B`` rows: one product ``h_{t-1} U^T`` for all steps),
+    their factors (:func:`_backward_factors`), then the step loop in one launch
+    (:func:`cn3.layers.onlstm_triton.scan_backward`). ``cells (N + 1, B, hidden)`` holds ``c_0`` and
+    the cell after each step; returns ``(d pre (N, B, width), d h0, d c0)``."""
+    from cn3.layers.onlstm_triton import scan_backward  # noqa: PLC0415 - needs triton: only on this path
+    n, b, width = pre.shape
+    hid = wt.shape[0]
+    prev_c = cells[:n]
+    _, _, cand, sig, master, hats, tanh_c, probs = _step_forward(
+        pre.reshape(1, n * b, width), 2, _previous_states(h0, hs).reshape(n * b, hid), prev_c.reshape(n * b, hid),
+        wt, None, nc)
+    table, d_o, d_tc = _backward_factors(sig.view(n, b, 3, hid), master.view(n, b, 2, nc),
+                                         hats.view(n, b, 2, nc, hid // nc), tanh_c.view(n, b, hid),
+                                         torch.stack([prev_c, cand.view(n, b, hid)], 2))
+    return scan_backward(d_hs, d_c, d_master, keep, table, d_o, d_tc, probs.view(n, b, 2, nc), weight)
 
 
 def padding_start(mask: Tensor | None, n: int, device: torch.device) -> tuple[Tensor | None, int]:

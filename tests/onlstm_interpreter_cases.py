@@ -1,0 +1,129 @@
+"""ON-LSTM's Triton kernels (:mod:`cn3.layers.onlstm_triton`) in Triton's interpreter, on CPU tensors,
+against the plain scan: outputs, last state, master forget gates and every gradient.
+
+Not collected by a plain ``pytest`` run (the name has no ``test_`` prefix): ``TRITON_INTERPRET=1``
+must be in the environment before ``triton`` is first imported, which holds per process, so
+``tests/test_onlstm_triton.py::test_interpreter_cases`` runs this file in a subprocess. Directly::
+
+    TRITON_INTERPRET=1 .venv/bin/python -m pytest -q tests/onlstm_interpreter_cases.py
+
+The interpreter runs the kernels with :data:`~cn3.layers.onlstm_triton.INTERPRETER_TILES` (2 rows x
+8 neurons x 8 columns of the products), so 3 rows, hidden width 12 and 1-6 chunks (the chunk axis
+is padded to 16) leave partial tiles on every axis. The kernels run in float32; the reference is the plain scan in
+float64 on the same weights and inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+
+if os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (run by tests/test_onlstm_triton.py)",
+                allow_module_level=True)
+pytest.importorskip("triton")
+
+import cn3.layers.onlstm as onlstm  # noqa: E402
+from cn3.attention import padding_mask  # noqa: E402
+from cn3.layers import onlstm_triton  # noqa: E402
+from cn3.layers.onlstm import ONLSTM, RecurrentStack  # noqa: E402
+
+TOL = {"atol": 2e-5, "rtol": 1e-4}  # float32 kernels against the float64 scan
+
+
+def test_kernels_are_interpreted():
+    assert onlstm_triton.INTERPRETING
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Counts the kernels' launches (so that a case cannot pass on the plain scan)."""
+    counts = {"forward": 0, "backward": 0}
+    for name, key in (("scan_forward", "forward"), ("scan_backward", "backward")):
+        real = getattr(onlstm_triton, name)
+
+        def counted(*args, real=real, key=key):
+            counts[key] += 1
+            return real(*args)
+        monkeypatch.setattr(onlstm_triton, name, counted)
+    return counts
+
+
+def outputs_and_grads(layer: ONLSTM, x, mask, state, return_master: bool, triton: bool):
+    """Outputs (and the master gates) of the layer, then the gradients of a random weighting of
+    them with respect to ``x``, the initial state and every parameter."""
+    onlstm.TRITON_SCAN = "always" if triton else "never"
+    try:
+        x = x.clone().requires_grad_()
+        state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
+        res = layer(x, mask, state, return_master=return_master)
+        tensors = [res[0], *res[1]] + ([res[2]] if return_master else [])
+        gen = torch.Generator().manual_seed(7)  # drawn in float64 so both dtypes weigh the same
+        probes = [torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) for t in tensors]
+        leaves = [x] + ([] if state is None else list(state)) + list(layer.parameters())
+        grads = torch.autograd.grad(sum((t * p).sum() for t, p in zip(tensors, probes)), leaves)
+    finally:
+        onlstm.TRITON_SCAN = "auto"
+    return [t.detach() for t in tensors] + list(grads)
+
+
+CASES = {  # (batch, steps, input, hidden, chunk size, lengths or a mask name, initial state, return_master)
+    "padding, state, master": (3, 6, 5, 12, 3, (6, 2, 4), True, True),
+    "no mask, 3 chunks": (3, 5, 4, 12, 4, None, False, False),
+    "left padding": (3, 5, 4, 8, 2, "left", True, True),
+    "an empty row, one chunk": (3, 4, 3, 8, 8, (4, 0, 3), False, True),
+    "one row, one step": (1, 1, 3, 8, 2, None, True, True),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_layer_matches_the_plain_scan(case, launches):
+    b, n, d_in, hidden, chunk, lengths, with_state, return_master = CASES[case]
+    torch.manual_seed(sum(map(ord, case)))
+    layer = ONLSTM(d_in, hidden, chunk_size=chunk)
+    wide = copy.deepcopy(layer).double()
+    x = torch.randn(b, n, d_in)
+    if lengths == "left":
+        mask = padding_mask(torch.tensor([5, 2, 4]), n).flip(1)
+    else:
+        mask = None if lengths is None else padding_mask(torch.tensor(lengths), n)
+    state = (torch.randn(b, hidden), torch.randn(b, hidden)) if with_state else None
+    got = outputs_and_grads(layer, x, mask, state, return_master, triton=True)
+    assert launches == {"forward": 1, "backward": 1}
+    want = outputs_and_grads(wide, x.double(), mask, None if state is None else tuple(s.double() for s in state),
+                             return_master, triton=False)
+    assert launches == {"forward": 1, "backward": 1}  # float64 runs the plain scan
+    names = ["out", "h", "c"] + (["master"] if return_master else []) + ["x"] + (["h0", "c0"] if with_state else [])
+    names += [name for name, _ in layer.named_parameters()]
+    assert len(got) == len(want) == len(names)
+    for name, a, w in zip(names, got, want):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a.double(), w, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+    if mask is not None:
+        assert (got[0][~mask] == 0).all()  # padded steps' outputs
+
+
+def test_bidirectional_stack_matches_the_plain_scan(launches):
+    """A bidirectional layer: the backward half runs on rows reversed within their lengths."""
+    torch.manual_seed(3)
+    stack = RecurrentStack(8, 1, "onlstm", chunk_size=2, bidirectional=True)
+    wide = copy.deepcopy(stack).double()
+    x = torch.randn(3, 5, 8)
+    mask = padding_mask(torch.tensor([5, 3, 1]), 5)
+    onlstm.TRITON_SCAN = "always"
+    try:
+        out = stack(x, mask)
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum(),
+                                    list(stack.parameters()))
+    finally:
+        onlstm.TRITON_SCAN = "auto"
+    assert launches == {"forward": 2, "backward": 2}
+    ref = wide(x.double(), mask)
+    ref_grads = torch.autograd.grad((ref * torch.linspace(-1, 1, ref.numel(), dtype=torch.float64)
+                                     .view(ref.shape)).sum(), list(wide.parameters()))
+    torch.testing.assert_close(out.double(), ref, **TOL)
+    for a, w in zip(grads, ref_grads):
+        torch.testing.assert_close(a.double(), w, **TOL)

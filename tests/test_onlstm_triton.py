@@ -1,0 +1,193 @@
+"""ON-LSTM's Triton kernels (issue 31, :mod:`cn3.layers.onlstm_triton`): when the scan uses them, the
+host side of that path (the backward's recomputation) with the kernels stood in for by the plain
+step loops, the kernels themselves in Triton's interpreter (a subprocess: see
+``tests/onlstm_interpreter_cases.py``) and, where there is a GPU, on CUDA against the plain scan."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import subprocess
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import cn3.layers.onlstm as onlstm
+from cn3.attention import padding_mask
+from cn3.layers.onlstm import ONLSTM
+
+REPO = Path(__file__).resolve().parents[1]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize("mode", ["auto", "never"])
+def test_auto_and_never_run_the_scan(monkeypatch, mode):
+    """Unmeasured on a GPU: ``auto`` (the default) does not use the kernels, on any device."""
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", mode)
+    assert not onlstm._use_triton(CUDA, torch.float32)
+    assert not onlstm._use_triton(CPU, torch.float32)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_always_uses_them_where_they_run(monkeypatch):
+    """fp32 on CUDA (on the CPU only under the interpreter, which this process does not run)."""
+    from cn3.layers.onlstm_triton import INTERPRETING
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
+    assert onlstm._use_triton(CUDA, torch.float32)
+    assert onlstm._use_triton(CPU, torch.float32) == INTERPRETING
+    assert not onlstm._use_triton(CUDA, torch.float64)
+    assert not onlstm._use_triton(CUDA, torch.bfloat16)
+
+
+def test_the_setting_is_checked(monkeypatch):
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "sometimes")
+    with pytest.raises(ValueError, match="CN3_ONLSTM_TRITON"):
+        ONLSTM(8, 8, chunk_size=4)(torch.randn(2, 3, 8))
+
+
+def test_without_triton_a_warning_once_and_the_scan(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", None)  # importing it raises ImportError
+    monkeypatch.setattr(onlstm, "_triton_missing", [])
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
+    with pytest.warns(RuntimeWarning, match="Triton cannot be imported"):
+        assert not onlstm._use_triton(CUDA, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not onlstm._use_triton(CUDA, torch.float32)
+
+
+def _stand_ins(calls: list[str]) -> types.ModuleType:
+    """A ``cn3.layers.onlstm_triton`` whose two functions run the plain scan's step loops: what the
+    kernels compute, so that the path around them runs on a CPU without Triton, in float64."""
+    def scan_forward(pre, wt, h0, c0, keep, n_chunks, need_master):
+        calls.append("forward")
+        n, b, _ = pre.shape
+        hid = wt.shape[0]
+        hs, cg = pre.new_empty(b, n, hid), pre.new_empty(n + 1, b, 2, hid)
+        cg[0, :, 0] = c0
+        master = pre.new_empty(n, b, 2, n_chunks)
+        onlstm._forward_steps(pre, wt, h0, hs, cg, pre.new_empty(n, b, 3, hid), master,
+                              pre.new_empty(n, b, 2, n_chunks, hid // n_chunks), pre.new_empty(n, b, hid), keep, 0,
+                              n_chunks)
+        return hs, cg[:, :, 0], master[:, :, 0].transpose(0, 1) if need_master else pre.new_empty(0)
+
+    def scan_backward(d_hs, d_c, d_master, keep, table, d_o, d_tc, probs, weight):
+        calls.append("backward")
+        b, n, hid = d_hs.shape
+        nc = probs.shape[-1]
+        d_pre = d_hs.new_empty(n, b, weight.shape[0] + 3 * hid)
+        signed = probs * probs.new_tensor([[1.0], [-1.0]])
+        tri = torch.ones(nc, nc, dtype=d_hs.dtype).tril()
+        dh, dc = onlstm._backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed, tri, weight,
+                                        keep, 0, nc)
+        return d_pre[:, :, :weight.shape[0]], dh, dc
+
+    return types.SimpleNamespace(scan_forward=scan_forward, scan_backward=scan_backward)
+
+
+def outputs_and_grads(layer, x, mask, state):
+    x = x.clone().requires_grad_()
+    state = tuple(s.clone().requires_grad_() for s in state)
+    out, (h, c), masters = layer(x, mask, state, return_master=True)
+    gen = torch.Generator().manual_seed(5)
+    loss = sum((t * torch.randn(t.shape, generator=gen, dtype=t.dtype)).sum() for t in (out, h, c, masters))
+    return [out, h, c, masters] + list(torch.autograd.grad(loss, [x, *state, *layer.parameters()]))
+
+
+@pytest.mark.parametrize("lengths", [None, (6, 2, 5)])
+def test_the_triton_path_around_the_kernels_equals_the_scan(monkeypatch, lengths):
+    """With the kernels replaced by the plain step loops, the Triton path (the backward's gates
+    recomputed for all steps at once, its factors, the weight's gradient) gives the plain scan's
+    outputs and gradients; it takes precedence over the compiled steps (set here to fail if run)."""
+    torch.manual_seed(1)
+    layer = ONLSTM(5, 12, chunk_size=3).double()
+    x = torch.randn(3, 6, 5, dtype=torch.float64)
+    mask = None if lengths is None else padding_mask(torch.tensor(lengths), 6)
+    state = (torch.randn(3, 12, dtype=torch.float64), torch.randn(3, 12, dtype=torch.float64))
+    want = outputs_and_grads(layer, x, mask, state)
+    calls: list[str] = []
+    monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", _stand_ins(calls))
+    monkeypatch.setattr(onlstm, "_use_triton", lambda device, dtype: onlstm.TRITON_SCAN == "always")
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
+    monkeypatch.setattr(onlstm, "COMPILE_STEPS", "always")
+    monkeypatch.setattr(onlstm, "_compiled", {"forward": None, "backward": None})  # not callable
+    got = outputs_and_grads(layer, x, mask, state)
+    assert calls == ["forward", "backward"]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[gpu]', or "
+                                           "scripts/setup.sh): the kernels' interpreter tests need it")
+@pytest.mark.slow  # the kernels in Triton's interpreter, one program at a time: 10-30 s
+def test_interpreter_cases():
+    """``tests/onlstm_interpreter_cases.py`` in a subprocess with ``TRITON_INTERPRET=1`` set before
+    triton is imported (the flag holds for the whole process)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                             "tests/onlstm_interpreter_cases.py"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.slow  # Triton's compiler and its bundled ptxas: 5-15 s
+@pytest.mark.parametrize("padded", [False, True])
+def test_kernels_compile_for_a_gpu(tmp_path, padded):
+    """Both kernels through Triton's whole compiler for sm_90 (Hopper), no GPU needed: type and
+    layout errors the interpreter cannot see, and a register spill (the tiles are chosen to fit)."""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton without its NVIDIA backend")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from cn3.layers import onlstm_triton as kernels
+    if kernels.INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter")
+    for fn, tile, flags in ((kernels._fwd_kernel, kernels.FWD_TILE, {"NEED_MASTER": padded, "TANH": 1}),
+                            (kernels._bwd_kernel, kernels.BWD_TILE, {"HAS_DMASTER": padded})):
+        consts = {**kernels._chunks(512, 64), **flags, "HAS_KEEP": padded, "DOT_PREC": "ieee",
+                  "BB": tile[0], "BH": tile[1], "BK": tile[2]}
+        signature = {p.name: "constexpr" if p.is_constexpr else "i32" if p.name in ("B", "N")
+                     else "*u8" if p.name == "KEEP" else "*fp32" for p in fn.params}
+        compiled = triton.compile(ASTSource(fn, signature, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": tile[3], "num_stages": tile[4]})
+        assert "bar.sync" in compiled.asm["ptx"]  # the barriers between steps survive
+        cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if cuobjdump.is_file():  # a spill shows as a stack frame
+            cubin = Path(tmp_path) / f"{fn.__name__}.cubin"
+            cubin.write_bytes(compiled.asm["cubin"])
+            usage = subprocess.run([str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True,
+                                   check=True).stdout
+            assert "STACK:0 " in usage, f"{fn.__name__} spills registers: {usage}"
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON), reason="needs a CUDA device and triton")
+@pytest.mark.parametrize("padded", [False, True])
+def test_kernels_match_the_plain_scan_on_cuda(monkeypatch, padded):
+    """The compiled kernels (libdevice tanh, IEEE fp32 products) against the plain scan on CUDA:
+    20 rows (partial row blocks), hidden 96 (a partial neuron tile), 12 chunks, an initial state,
+    the master gates, and padding with an empty row."""
+    torch.manual_seed(0)
+    layer = ONLSTM(40, 96, chunk_size=8).to(CUDA)
+    x = torch.randn(20, 13, 40, device=CUDA)
+    lengths = torch.randint(1, 14, (20,))
+    lengths[3] = 0
+    mask = padding_mask(lengths, 13).to(CUDA) if padded else None
+    state = (torch.randn(20, 96, device=CUDA), torch.randn(20, 96, device=CUDA))
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "never")
+    want = outputs_and_grads(layer, x, mask, state)
+    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
+    got = outputs_and_grads(copy.deepcopy(layer), x, mask, state)
+    names = ["out", "h", "c", "master", "x", "h0", "c0"] + [name for name, _ in layer.named_parameters()]
+    for name, a, b in zip(names, got, want):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
