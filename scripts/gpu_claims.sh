@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The translation cells issue 32's claims still wait for, trained on a lent GPU in the order that
+# decides the most claims first, within a time budget, their records packed into OUT_DIR to come back:
+#
+#   source .gpu/env.sh && bash scripts/gpu_claims.sh "$OUT" [SECONDS]        (on the GPU machine)
+#   tar -xJf FILES_AT/claims.tar.xz                                           (here, from the project root)
+#
+# A translation cell takes about 50 minutes on one CPU core and 2.2-2.6 minutes on an H200 with four
+# cells side by side (--jobs 4 --threads 2: 1.7 cells a minute; --jobs 12 gave 1.35). So the script
+# runs rounds of at most four cells, each round one or two `cn3 experiment run` invocations side by
+# side (runners share a grid), and starts a round only while ROUND_SECONDS (default 200) still fit in
+# the budget (default 540 s, so a device session of 15 minutes keeps room for the machine's start).
+# A round cut by the budget leaves interrupted cells whose checkpoints do not come back: they start
+# again next time; every finished cell is reused (grids skip finished cells), so running the script
+# again in the next GPU session continues where this one stopped.
+#
+# What comes back (claims.tar.xz): each touched grid's records as docs/runs keeps them (no
+# checkpoints, subword models, vocabularies, curves or translations: docs/runs/.gitignore) and its
+# grid.json, whose invocations now name the device. Extract it over the tree, commit the cells, and
+# re-render the reports with RESULTS.md's commands.
+#
+# Prepare on the CPU machine: GPU_DATA="multi30k" bash ../shared/gpu/bundle.sh   (carry [".gpu"])
+set -uo pipefail
+
+out=${1:?usage: scripts/gpu_claims.sh OUT_DIR [SECONDS]}
+budget=${2:-540}
+round_seconds=${ROUND_SECONDS:-200}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python
+runs=${GPU_CLAIMS_RUNS:-docs/runs/experiments}   # (tests point it elsewhere)
+started=$(date +%s)
+stamp=$(mktemp)   # files newer than this are what the rounds wrote
+
+# One round a line: up to two invocations side by side, separated by " ; ", each "SPEC ARGS..."
+# (what `cn3 experiment run` takes after the command). The order is the issue's: the 6-layer SAN
+# against ON-LSTM+SAN at 5 seeds, the short-cut, Table 2's other order, the other Table 1 rows, then
+# the window.
+ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=san --only seed=1,2,3,4
+hao-table1 --only variant=san --only seed=5 ; hao-table1 --only variant=onlstm+san --only seed=3,4,5
+hao-table1 --only variant=onlstm+san-noshortcut --only seed=1,2,3,4
+hao-table2 --only variant=san-first --only seed=1,2,3,4
+hao-table1 --only variant=onlstm+san-noshortcut --only seed=5 ; hao-table2 --only variant=san-first --only seed=5
+hao-table1 --only variant=lstm,onlstm --only seed=1,2
+hao-table1 --only variant=lstm+san --only seed=1,2 ; xu-window --only variant=m2,m3 --only seed=2
+xu-window --only variant=m4,m5 --only seed=2 ; xu-window --only variant=m2,m3 --only seed=3
+xu-window --only variant=m4,m5 --only seed=3 ; hao-table1 --only variant=lstm,onlstm --only seed=3
+hao-table1 --only variant=lstm+san --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=4
+hao-table1 --only variant=onlstm --only seed=4,5 ; hao-table1 --only variant=lstm --only seed=5"}
+
+log() { echo "[gpu_claims $(( $(date +%s) - started )) s] $*" | tee -a "$out/gpu_claims.log"; }
+
+grids=()
+round=0
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    round=$((round + 1))
+    left=$(( budget - ($(date +%s) - started) ))
+    if [ "$left" -lt "$round_seconds" ]; then
+        log "round $round and later not started: $left s left of $budget, a round needs about $round_seconds"
+        break
+    fi
+    log "round $round: $line"
+    pids=()
+    part=0
+    IFS=';' read -ra parts <<< "$line"
+    for p in "${parts[@]}"; do
+        read -ra args <<< "$p"
+        part=$((part + 1))
+        grid=${args[0]}   # the grid's folder: SPEC, or SPEC-BUDGET under --budget
+        for ((i = 1; i < ${#args[@]}; i++)); do [ "${args[i]}" = --budget ] && grid+="-${args[i+1]}"; done
+        grids+=("$grid")
+        # Two threads a cell, four cells at most at a time; a round's own options come after, so win.
+        timeout -s TERM -k 30 "$left" "$py" -m cli experiment run "${args[0]}" --jobs 4 --threads 2 \
+            "${args[@]:1}" --out "$runs" > "$out/round$round.$part.log" 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid"; rc=$?
+        [ "$rc" = 0 ] || log "round $round: an invocation exited $rc (its log: round$round.*.log)"
+    done
+done <<< "$ROUNDS"
+
+# The records of every grid touched: the files written since the start (the machine's copy of the
+# tree may have no .git), less the large ones docs/runs/.gitignore leaves out anyway; what else it
+# ignores (the untested splits' predictions, locks) stays ignored when extracted here.
+mapfile -t touched < <(printf '%s\n' "${grids[@]}" | sort -u)
+files=$(mktemp)
+for g in "${touched[@]}"; do
+    [ -d "$runs/$g" ] && find "$runs/$g" -type f -newer "$stamp" >> "$files"
+done
+tar -cJf "$out/claims.tar.xz" --exclude='*.pt' --exclude='spm.*' --exclude=vocab.json --exclude=curves.png \
+    --exclude=translations --exclude=tensorboard --exclude=experiment.log --exclude='.*.lock' -T "$files"
+log "packed the records of ${#touched[@]} grids ($(tar -tJf "$out/claims.tar.xz" | wc -l) files) into claims.tar.xz; $(( $(date +%s) - started )) s in all"
