@@ -19,6 +19,7 @@ from cn3.encoders.registry import (  # noqa: F401
     EncoderArgs,
     EncoderSpec,
     build_encoder,
+    check_options,
     check_serves,
     get_spec,
 )

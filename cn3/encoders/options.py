@@ -1,12 +1,18 @@
 """Per-family encoder options, shared by the sentence config (``model.*``) and the NMT config.
 
 Each dataclass is a config section (``model.hybrid``, ``model.rnn``, ``model.selfatt``,
-``model.cnn``) that the same encoder reads on every task level, so a setting means the same in
-``cn3 train`` and ``cn3 nmt train``.
+``model.cnn``, ``model.cn3``) that the same encoder reads on every task level, so a setting means the
+same in ``cn3 train`` and ``cn3 nmt train``. :data:`FAMILIES` lists them; :func:`with_encoder_options`
+gives a config's model section (and :class:`cn3.encoders.registry.EncoderArgs`) one field per family,
+and :func:`family_options` reads them back. So a new option is a field of its family's dataclass here
+(with its check in that dataclass's ``validate``), and a new family a dataclass and a line of
+:data:`FAMILIES`: both configs, ``--set``, the saved config and the encoder's :class:`EncoderArgs` follow.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,9 +38,9 @@ class HybridOptions:
     combine: Literal["gate", "concat"] = "gate"
     gate_per_head: bool = False
 
-    def validate(self) -> None:
+    def validate(self, prefix: str = "model.hybrid.") -> None:
         if self.layers < 0 or self.window < 0:
-            raise ConfigError("model.hybrid.layers and model.hybrid.window must be >= 0")
+            raise ConfigError(f"{prefix}layers and {prefix}window must be >= 0")
 
 
 @dataclass
@@ -60,9 +66,9 @@ class RecurrentOptions:
     bidirectional: bool | None = None
     shortcut: bool = True
 
-    def validate(self) -> None:
+    def validate(self, prefix: str = "model.rnn.") -> None:
         if self.layers < 1 or (self.chunk_size is not None and self.chunk_size < 1):
-            raise ConfigError("model.rnn.layers and model.rnn.chunk_size must be >= 1")
+            raise ConfigError(f"{prefix}layers and {prefix}chunk_size must be >= 1")
 
 
 @dataclass
@@ -79,9 +85,9 @@ class SelfAttOptions:
     att_hidden: int = 100
     penalty: float = 1.0
 
-    def validate(self) -> None:
+    def validate(self, prefix: str = "model.selfatt.") -> None:
         if self.hops < 1 or self.att_hidden < 1 or self.penalty < 0:
-            raise ConfigError("model.selfatt.hops and att_hidden must be >= 1 and penalty >= 0")
+            raise ConfigError(f"{prefix}hops and att_hidden must be >= 1 and penalty >= 0")
 
 
 @dataclass
@@ -99,9 +105,9 @@ class CNNOptions:
     filters: int = 100
     window: int = 5
 
-    def validate(self) -> None:
+    def validate(self, prefix: str = "model.cnn.") -> None:
         if not self.widths or min(self.widths) < 1 or self.filters < 1 or self.window < 1 or self.window % 2 == 0:
-            raise ConfigError("model.cnn: widths and filters must be >= 1 and window an odd number >= 1")
+            raise ConfigError(f"{prefix.rstrip('.')}: widths and filters must be >= 1 and window an odd number >= 1")
 
 
 @dataclass
@@ -127,8 +133,8 @@ class CN3Options:
     energy_heads: int = 1
     relative_positions: int = 0
 
-    def validate(self) -> None:
-        check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions, "model.cn3.")
+    def validate(self, prefix: str = "model.cn3.") -> None:
+        check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions, prefix)
 
 
 def check_cn3_options(energy_dim: int, energy_heads: int, relative_positions: int, prefix: str = "model.") -> None:
@@ -140,3 +146,72 @@ def check_cn3_options(energy_dim: int, energy_heads: int, relative_positions: in
                           f"({energy_heads}): each head has energy_dim / energy_heads rows of W")
     if relative_positions < 0:
         raise ConfigError(f"{prefix}relative_positions must be >= 0 (0 = off), got {relative_positions}")
+
+
+#: Every encoder family's options: the config section (``model.<name>``) and its dataclass, in the order
+#: the configs list them. A new family is a dataclass above and a line here.
+FAMILIES: dict[str, type] = {
+    "hybrid": HybridOptions,
+    "rnn": RecurrentOptions,
+    "selfatt": SelfAttOptions,
+    "cnn": CNNOptions,
+    "cn3": CN3Options,
+}
+
+
+def with_encoder_options(*, flat: tuple[str, ...] = ()):
+    """Class decorator, applied under ``@dataclass``: one field per family of :data:`FAMILIES`, so a
+    family's options reach every class so decorated (both configs' model sections, ``EncoderArgs``)
+    from their one declaration.
+
+    A family is a nested section (``model.hybrid.window``), appended after the declared fields in
+    :data:`FAMILIES` order. A family in ``flat`` (CN3 on the sentence side, whose options have been
+    plain ``model.*`` keys since cn3 0.1) lends its fields instead: those the class declares stay
+    where they are (their place is the key order of a saved ``config.yaml``) and must agree with the
+    family's type and default (a ``TypeError`` at import otherwise); those it does not declare are
+    appended, before the sections.
+    """
+
+    def add(cls):
+        own = cls.__dict__.get("__annotations__")
+        if own is None:
+            own = cls.__annotations__ = {}
+        declared = typing.get_type_hints(cls) if flat else {}
+        for name in flat:
+            family = FAMILIES[name]
+            hints = typing.get_type_hints(family)
+            for f in dataclasses.fields(family):
+                if f.name not in own:
+                    own[f.name] = hints[f.name]
+                    setattr(cls, f.name, f.default if f.default is not dataclasses.MISSING
+                            else field(default_factory=f.default_factory))
+                elif declared[f.name] != hints[f.name] or _default(cls.__dict__.get(f.name)) != _default(f):
+                    raise TypeError(f"{cls.__name__}.{f.name} must be declared as {family.__name__}.{f.name} is "
+                                    "(same type and default), or left out (it is added)")
+        for name, family in FAMILIES.items():
+            if name not in flat:
+                if name in own:
+                    raise TypeError(f"{cls.__name__}.{name}: the family sections are added by with_encoder_options")
+                own[name] = family
+                setattr(cls, name, field(default_factory=family))
+        cls._flat_families = tuple(flat)
+        return cls
+
+    return add
+
+
+def _default(value):
+    """A field's default value (calling its ``default_factory``), or a class attribute's."""
+    if isinstance(value, dataclasses.Field):
+        if value.default_factory is not dataclasses.MISSING:
+            return value.default_factory()
+        return value.default
+    return value
+
+
+def family_options(section) -> dict[str, object]:
+    """Each family's options as ``section`` (an instance of a class given :func:`with_encoder_options`)
+    holds them: its nested section, or for a flat family the dataclass built from its keys."""
+    flat = getattr(type(section), "_flat_families", ())
+    return {name: family(**{f.name: getattr(section, f.name) for f in dataclasses.fields(family)})
+            if name in flat else getattr(section, name) for name, family in FAMILIES.items()}

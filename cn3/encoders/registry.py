@@ -18,19 +18,23 @@ Tai et al. read the root, Lin et al. the flattened annotation matrix); otherwise
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import nn
 
 from cn3.config import ConfigError
-from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
+from cn3.encoders.options import family_options, with_encoder_options
 
 LEVELS = ("graph", "pair", "node", "translation")
 LEVEL_NAMES = {"graph": "sentence", "pair": "pair", "node": "tagging", "translation": "translation"}
 SENTENCE_LEVELS = ("graph", "pair", "node")
 
+#: The self-attention settings both model sections (sentence and translation) spell as EncoderArgs does
+SHARED_KEYS = ("heads", "ff", "dropout", "attention_dropout", "norm")
+
 
 @dataclass
+@with_encoder_options()
 class EncoderArgs:
     """What a builder may read: sizes fixed by the data and the config, resolved by each side.
 
@@ -45,6 +49,8 @@ class EncoderArgs:
         level: ``graph | pair | node | translation``.
         positions: add sinusoidal positions before position-blind encoders (the translation model
             adds them to its embeddings itself).
+        hybrid, rnn, selfatt, cnn, cn3: each family's options (:data:`cn3.encoders.options.FAMILIES`,
+            one field each, added by :func:`cn3.encoders.options.with_encoder_options`).
     """
 
     in_dim: int
@@ -59,15 +65,18 @@ class EncoderArgs:
     n_edge_types: int = 0
     level: str = "graph"
     positions: bool = True
-    cn3: CN3Options = field(default_factory=CN3Options)
-    hybrid: HybridOptions = field(default_factory=HybridOptions)
-    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
-    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
-    cnn: CNNOptions = field(default_factory=CNNOptions)
 
     @property
     def ff_width(self) -> int:
         return self.ff or 2 * self.d
+
+    @classmethod
+    def from_config(cls, model, **sizes) -> EncoderArgs:
+        """The one way a config fills EncoderArgs: the :data:`SHARED_KEYS` and every family's options
+        (:func:`cn3.encoders.options.family_options`) from ``model`` (a model section of either
+        config), and ``sizes``, what each kind of run derives itself (``in_dim``, ``d``, ``layers``,
+        ``level``, ``positions``, ``attr_dim``, ``n_edge_types``)."""
+        return cls(**{key: getattr(model, key) for key in SHARED_KEYS}, **family_options(model), **sizes)
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,9 @@ class EncoderSpec:
             (``cn3 probe``; Hao et al.'s ``H_onlstm``), or None.
         table_order: its row in ``cn3 encoders`` (the CN3 paper's Table 3 rows first).
         check: the family's own config check, given the resolved :class:`EncoderArgs` (a ConfigError
-            naming the keys), or None.
+            naming the keys), or None; :func:`check_options` runs it, when either config is validated
+            and again when the encoder is built. (Each option's own range check is its family
+            dataclass's ``validate``.)
     """
 
     name: str
@@ -154,11 +165,18 @@ def check_serves(name: str, level: str, has_trees: bool, where: str = "the data"
     return spec
 
 
-def build_encoder(name: str, args: EncoderArgs) -> nn.Module:
-    """Build encoder ``name`` (see the module docstring for the interface), after its family's check."""
+def check_options(name: str, args: EncoderArgs) -> EncoderSpec:
+    """Run ``name``'s family check (:attr:`EncoderSpec.check`) on ``args``: by both configs' ``validate``
+    (before any data is read) and by :func:`build_encoder`."""
     spec = get_spec(name)
     if spec.check is not None:
         spec.check(args)
+    return spec
+
+
+def build_encoder(name: str, args: EncoderArgs) -> nn.Module:
+    """Build encoder ``name`` (see the module docstring for the interface), after its family's check."""
+    spec = check_options(name, args)
     encoder = spec.build(args)
     if not hasattr(encoder, "out_dim"):
         raise TypeError(f"encoder {name!r} does not declare out_dim")

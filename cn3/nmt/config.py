@@ -14,7 +14,7 @@ from typing import Literal
 
 from cn3.config import CONFIG_DIR, ConfigError, from_dict, resolve
 from cn3.loop_config import LoopConfig
-from cn3.encoders.options import CN3Options, CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions
+from cn3.encoders.options import with_encoder_options
 
 DEFAULT_CONFIG = CONFIG_DIR / "nmt" / "small.yaml"
 
@@ -69,6 +69,7 @@ class NMTDataConfig:
 
 
 @dataclass
+@with_encoder_options()
 class NMTModelConfig:
     """The encoder-decoder Transformer; ``encoder`` picks the source encoder from the zoo
     (``cn3 encoders``: every encoder that serves translation, CN3 included).
@@ -81,7 +82,8 @@ class NMTModelConfig:
         tie: ``none``; ``decoder`` (target embedding = output projection); ``all`` (also the source
             embedding; needs ``data.joint_vocab``).
         hybrid, rnn, selfatt, cnn, cn3: the options of those encoder families (the same sections as
-            in the sentence config).
+            in the sentence config, added by :func:`cn3.encoders.options.with_encoder_options`; the
+            sentence config spells CN3's as plain ``model.*`` keys).
     """
 
     encoder: str = "transformer"
@@ -95,14 +97,10 @@ class NMTModelConfig:
     norm: Literal["pre", "post"] = "pre"
     tie: Literal["none", "decoder", "all"] = "all"
     max_positions: int = 1024
-    hybrid: HybridOptions = field(default_factory=HybridOptions)
-    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
-    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
-    cnn: CNNOptions = field(default_factory=CNNOptions)
-    cn3: CN3Options = field(default_factory=CN3Options)
+    # the family sections hybrid, rnn, selfatt, cnn, cn3 follow (with_encoder_options)
 
     def validate(self) -> None:
-        from cn3.encoders import EncoderArgs, check_serves, get_spec
+        from cn3.encoders import check_options, check_serves
 
         check_serves(self.encoder, "translation", has_trees=False, where="translation (subword text)")
         if self.d_model < 1 or self.heads < 1 or self.d_model % self.heads:
@@ -113,10 +111,15 @@ class NMTModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
-        spec = get_spec(self.encoder)
-        if spec.check is not None:  # the family's own check, before any data is read
-            spec.check(EncoderArgs(in_dim=self.d_model, d=self.d_model, layers=self.encoder_layers,
-                                   level="translation", hybrid=self.hybrid, rnn=self.rnn))
+        check_options(self.encoder, self.encoder_args())  # the family's own check, before any data is read
+
+    def encoder_args(self):
+        """The :class:`cn3.encoders.EncoderArgs` of the source encoder: ``d_model`` wide, ``encoder_layers``
+        deep, on embeddings that already carry their positions."""
+        from cn3.encoders import EncoderArgs
+
+        return EncoderArgs.from_config(self, in_dim=self.d_model, d=self.d_model, layers=self.encoder_layers,
+                                       level="translation", positions=False)
 
 
 @dataclass

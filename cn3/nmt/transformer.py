@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from cn3.config import ConfigError
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import BOS, EOS, PAD
-from cn3.encoders import EncoderArgs, build_encoder
+from cn3.encoders import build_encoder
 from cn3.layers.transformer import DecoderLayer, sinusoidal_positions
 
 
@@ -64,10 +64,7 @@ class Seq2Seq(nn.Module):
         else:
             nn.init.normal_(self.output.weight, 0.0, d ** -0.5)
         self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, d), persistent=False)
-        self.encoder = build_encoder(cfg.encoder, EncoderArgs(
-            in_dim=d, d=d, layers=cfg.encoder_layers, heads=cfg.heads, ff=cfg.ff, dropout=cfg.dropout,
-            attention_dropout=cfg.attention_dropout, norm=cfg.norm, level="translation", positions=False,
-            cn3=cfg.cn3, hybrid=cfg.hybrid, rnn=cfg.rnn, selfatt=cfg.selfatt, cnn=cfg.cnn))
+        self.encoder = build_encoder(cfg.encoder, cfg.encoder_args())
         # encoders whose width is not d_model (Kim's CNN feature maps) are projected to it
         self.encoder_proj = nn.Linear(self.encoder.out_dim, d) if self.encoder.out_dim != d else None
         self.decoder = nn.ModuleList(

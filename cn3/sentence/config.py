@@ -13,7 +13,7 @@ from typing import Literal
 
 from cn3.config import ConfigError
 from cn3.loop_config import LoopConfig
-from cn3.encoders.options import CNNOptions, HybridOptions, RecurrentOptions, SelfAttOptions, check_cn3_options
+from cn3.encoders.options import family_options, with_encoder_options
 
 
 @dataclass
@@ -48,6 +48,7 @@ class DataConfig:
 
 
 @dataclass
+@with_encoder_options(flat=("cn3",))
 class ModelConfig:
     """The network: node attributes -> an encoder of the zoo (``cn3 encoders``) -> the task head.
 
@@ -76,7 +77,10 @@ class ModelConfig:
     model width is ``d = 2 * hidden``; ``graph_layers`` is the encoder's depth (``None`` = its
     default, shown by ``cn3 encoders``); ``heads``, ``ff`` (0 = ``2 d``), ``attention_dropout`` and
     ``norm`` configure self-attention layers; the sections ``hybrid``, ``rnn``, ``selfatt`` and
-    ``cnn`` hold the options of those families (the same sections as in the NMT config).
+    ``cnn`` hold the options of those families (the same sections as in the NMT config, added by
+    :func:`cn3.encoders.options.with_encoder_options`); CN3's options (``context``, ``energy_dim``,
+    ...: the fields of :class:`cn3.encoders.options.CN3Options`, ``model.cn3`` of the NMT config) are
+    plain ``model.*`` keys here.
 
     ``pool``: how classification heads reduce the nodes to one vector, for encoders without a
     sentence vector of their own (``cnn``: max over time, ``treelstm``: the root, ``selfatt1``: the
@@ -116,13 +120,10 @@ class ModelConfig:
     dropout: float = 0.3
     word_dropout: float = 0.0
     init_range: float = 0.1
-    hybrid: HybridOptions = field(default_factory=HybridOptions)
-    rnn: RecurrentOptions = field(default_factory=RecurrentOptions)
-    selfatt: SelfAttOptions = field(default_factory=SelfAttOptions)
-    cnn: CNNOptions = field(default_factory=CNNOptions)
+    # the family sections hybrid, rnn, selfatt, cnn follow (with_encoder_options)
 
     def validate(self) -> None:
-        from cn3.encoders import get_spec
+        from cn3.encoders import check_options, get_spec
 
         get_spec(self.encoder)  # a bad name fails here, listing the known ones
         for name in ("word_dim", "hidden", "energy_dim", "mlp_hidden"):
@@ -135,13 +136,25 @@ class ModelConfig:
             raise ConfigError(f"model.graph_layers must be >= 1, got {self.graph_layers}")
         if self.position_dim < 0:
             raise ConfigError(f"model.position_dim must be >= 0 (0 = off), got {self.position_dim}")
-        check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions)
+        family_options(self)["cn3"].validate(prefix="model.")  # the sections validated themselves
         if self.encoder != "cn3" and (self.energy_heads != 1 or self.relative_positions):
             raise ConfigError(f"model.energy_heads and model.relative_positions configure the cn3 encoder's "
                               f"energy; model.encoder is '{self.encoder}' (leave them at 1 and 0)")
         if self.context != "none" and (2 * self.hidden) % self.energy_heads:
             raise ConfigError(f"model.energy_heads ({self.energy_heads}) must divide the model width "
                               f"2 * model.hidden ({2 * self.hidden}): each head attends over a slice of it")
+        # the family's own check, before any data is read (the task level is the data's: "graph" here;
+        # building the encoder checks again with the real one)
+        check_options(self.encoder, self.encoder_args(in_dim=2 * self.hidden, level="graph"))
+
+    def encoder_args(self, in_dim: int, level: str, attr_dim: int = 0, n_edge_types: int = 0):
+        """The :class:`cn3.encoders.EncoderArgs` of a sentence model: width ``d = 2 * hidden``, depth
+        :attr:`layers`, sinusoidal positions for position-blind encoders; ``in_dim``, ``level``,
+        ``attr_dim`` and ``n_edge_types`` come from the node encoder and the data."""
+        from cn3.encoders import EncoderArgs
+
+        return EncoderArgs.from_config(self, in_dim=in_dim, d=2 * self.hidden, layers=self.layers, level=level,
+                                       attr_dim=attr_dim, n_edge_types=n_edge_types, positions=True)
 
     @property
     def layers(self) -> int:

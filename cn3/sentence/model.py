@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from torch import Tensor, nn
 
 from cn3.sentence.batching import GraphBatch
-from cn3.encoders import EncoderArgs, build_encoder, check_serves
-from cn3.encoders.options import CN3Options
+from cn3.encoders import build_encoder, check_serves
 from cn3.layers.pooling import POOLS
 from cn3.sentence.heads import CRFHead, PairClassifier, PooledClassifier
 from cn3.sentence.node_encoder import NodeEncoder, NodeEncoderSizes
@@ -44,17 +43,6 @@ class ModelOutput:
     info: dict = field(default_factory=dict)  # per side: {"alphas": [...], "gates": [...]}
 
 
-def encoder_args(cfg: ModelConfig, args: ModelArgs, in_dim: int, attr_dim: int) -> EncoderArgs:
-    """The sentence side's sizes for the encoder registry: model width ``d = 2 * hidden``."""
-    return EncoderArgs(
-        in_dim=in_dim, d=2 * cfg.hidden, layers=cfg.layers, heads=cfg.heads, ff=cfg.ff, dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout, norm=cfg.norm, attr_dim=attr_dim,
-        n_edge_types=args.n_edge_types, level=args.level, positions=True,
-        cn3=CN3Options(cfg.context, cfg.context_layers, cfg.energy_dim, cfg.edge_attrs, cfg.edge_dim, cfg.init_range,
-                       energy_heads=cfg.energy_heads, relative_positions=cfg.relative_positions),
-        hybrid=cfg.hybrid, rnn=cfg.rnn, selfatt=cfg.selfatt, cnn=cfg.cnn)
-
-
 class SentenceGraphModel(nn.Module):
     """Args:
         cfg: the model section of the run config.
@@ -72,7 +60,8 @@ class SentenceGraphModel(nn.Module):
                                  cfg.char_out, cfg.pos_dim if args.n_upos else 0, cfg.spell_dim, cfg.dropout,
                                  cfg.word_dropout, cfg.position_dim)
         attr_dim = self.nodes.attr_dim if self.spec.uses_attrs else 0
-        self.encoder = build_encoder(cfg.encoder, encoder_args(cfg, args, self.nodes.out_dim, attr_dim))
+        self.encoder = build_encoder(cfg.encoder, cfg.encoder_args(self.nodes.out_dim, args.level, attr_dim,
+                                                                   args.n_edge_types))
         self.uses_attrs = attr_dim > 0
         d = self.encoder.out_dim
         pooled = getattr(self.encoder, "pool_dim", d)
