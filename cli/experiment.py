@@ -1,4 +1,5 @@
-"""``cn3 experiment run|report``: a comparison table (tasks × variants × seeds) as two commands."""
+"""``cn3 experiment run|report|compact``: a comparison table (tasks × variants × seeds) as two commands,
+and the records of its grid kept small."""
 
 from __future__ import annotations
 
@@ -255,6 +256,54 @@ def _failure(run_dir: Path) -> list[str]:
         return []
     return [line for line in failed.get("log_tail", [])[-3:] if line.strip()] + (
         [failed["error"]] if failed.get("error") else [])
+
+
+@experiment_app.command("compact")
+def compact_command(
+    grids: list[Path] = typer.Argument(..., help="Grid directories (OUT/<spec>[-<budget>]), or any folder of "
+                                       "finished runs; each keeps the shared gold in its gold/ folder."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would change; write nothing."),
+) -> None:
+    """Keep each split's gold once per grid: the runs' predictions name it instead of repeating it.
+
+    Every cell of a grid is scored on the same items, so each predictions file repeats the same gold
+    (Multi30k's test2016 references are half a translation cell). For every finished run under
+    GRID (results.json), each predictions/<split>.json.xz that still holds its gold has it moved into
+    GRID/gold/<split>.<sha256>.json.xz, written once, and keeps only a reference to it and, for labels
+    and tags, the items where the prediction differs; a log line repeating results.json is shortened.
+    Reports, `cn3 compare` and everything else read the predictions as before (a run found away from its
+    grid's gold/ says which file it misses). `cn3 experiment run` does this to every cell it finishes;
+    this command is for records written before, or by another cn3. Idempotent; every file is written
+    atomically and checked to read back as before; a run that a process is training is left alone.
+
+    Examples:
+
+        cn3 experiment compact runs/experiments/xu-table1 runs/experiments/xu-window
+
+        cn3 experiment compact docs/runs/experiments/liu-table3-cpu --dry-run
+    """
+    from cn3.config import ConfigError
+    from cn3.experiment.reuse import _STAGING
+    from cn3.run_dir import GOLD_DIR, Compaction, compact_run
+
+    with user_errors():
+        for grid in grids:
+            if not grid.is_dir():
+                raise ConfigError(f"{grid}: not a directory")
+            stats = Compaction()
+            for results in sorted(grid.rglob("results.json")):
+                if not any(part.endswith(_STAGING) for part in results.parent.relative_to(grid).parts):
+                    compact_run(results.parent, grid / GOLD_DIR, write=not dry_run, into=stats)
+            before = sum(b for b, _ in stats.rewritten.values())
+            after = sum(a for _, a in stats.rewritten.values())
+            added = sum(stats.gold.values())
+            console.print(f"{grid}: {stats.runs} runs, {len(stats.rewritten)} files "
+                          f"{'to rewrite' if dry_run else 'rewritten'} ({before / 1e3:,.1f} KB -> {after / 1e3:,.1f} "
+                          f"KB), {len(stats.gold)} gold files {'to write' if dry_run else 'written'} "
+                          f"({added / 1e3:,.1f} KB): {stats.saved() / 1e3:,.1f} KB saved"
+                          + (f"; {len(stats.busy)} runs left alone, a process holds them: run again when it is "
+                             f"done ({', '.join(map(str, stats.busy[:3]))})" if stats.busy else ""),
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 @experiment_app.command("report")

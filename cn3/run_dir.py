@@ -22,6 +22,10 @@ the final predictions and learning curves.
                          test set of SNLI's 9,824 pairs takes about 2 KB. Runs of cn3 0.3-0.9 wrote
                          ``<split>.jsonl`` (``.jsonl.gz``), one ``{"i", "gold", "pred"}`` per line;
                          :func:`load_predictions` reads both.
+                         In a grid's records (docs/runs/experiments) the gold items, the same in every
+                         cell of a split, are kept once (:func:`compact_run`, ``cn3.predictions/3``):
+                         the file names ``<grid>/gold/<split>.<sha256>.json.xz`` and holds only where
+                         the prediction differs from the gold (sentences: the hypotheses).
     RUN/curves.png       train loss and dev score against step, drawn from metrics.jsonl at the end
                          (``cn3 plot`` draws several runs on one figure)
     RUN/tensorboard/     TensorBoard event files, under ``train.tensorboard: true``
@@ -31,12 +35,15 @@ the final predictions and learning curves.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import lzma
+import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -47,8 +54,14 @@ from cn3.util.atomic import atomic_write, atomic_write_text
 from cn3.util.console import console
 from cn3.util.locking import exclusive_now, held
 
-#: the ``format`` of a predictions file; a reader refuses any other
+#: the ``format`` of a predictions file as a run writes it (gold and prediction of every item)
 PREDICTIONS_FORMAT = "cn3.predictions/2"
+#: the ``format`` of a compacted predictions file: its gold in a shared file (:func:`compact_run`)
+SHARED_GOLD_FORMAT = "cn3.predictions/3"
+#: the ``format`` of a shared gold file, ``<store>/<split>.<sha256>.json.xz``
+GOLD_FORMAT = "cn3.gold/1"
+#: the folder of a grid (or of any folder of runs) that holds its shared gold files
+GOLD_DIR = "gold"
 #: how a split's metric scores an item: a label, a tag per token, or a sentence against its reference
 METRICS = {"accuracy": "labels", "token_accuracy": "tags", "span_f1": "tags", "bleu": "text"}
 TAG_SCHEMES = ("BIOES", "IOBES", "IOB2", "BILOU")
@@ -191,7 +204,8 @@ def _decode(payload, kind: str, path: Path) -> tuple[list, list]:
     """The inverse of :func:`_encode`, checking every field (a bad file names itself and the field)."""
     if not isinstance(payload, dict) or payload.get("format") != PREDICTIONS_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise ConfigError(f"{path}: not a cn3 predictions file (format {found!r}, expected {PREDICTIONS_FORMAT!r})")
+        raise ConfigError(f"{path}: not a cn3 predictions file (format {found!r}, expected {PREDICTIONS_FORMAT!r} "
+                          f"or {SHARED_GOLD_FORMAT!r})")
     if payload.get("kind") != kind:
         raise ConfigError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
     gold, pred = payload.get("gold"), payload.get("pred")
@@ -331,10 +345,354 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
             payload = json.loads(lzma.decompress(path.read_bytes()).decode("utf-8"))
         except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ConfigError(f"{path}: not xz-compressed JSON ({err})") from None
-        gold, pred = _decode(payload, kind, path)
+        if isinstance(payload, dict) and payload.get("format") == SHARED_GOLD_FORMAT:
+            gold, pred = _decode_shared(payload, kind, path, run)
+        else:
+            gold, pred = _decode(payload, kind, path)
     else:
         gold, pred = _read_jsonl(path, kind)
     if len(gold) != entry["items"]:
         raise ConfigError(f"{path}: {len(gold):,} items, but {results_path} says {entry['items']:,}")
     return Predictions(run=run, split=split, path=path, metric=metric, tag_scheme=tag_scheme,
                        task=entry.get("task"), gold=gold, pred=pred)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compaction: a grid's records keep the gold of a split once.
+#
+# Every cell of a grid scores the same items of a split, so a run's predictions file repeats the gold
+# of every other cell's (Multi30k's test2016 references are two thirds of a translation cell's file).
+# compact_run moves the gold into a shared, content-addressed file of the grid's store,
+# ``<store>/<split>.<sha256>.json.xz`` (format GOLD_FORMAT; sha256 of its uncompressed JSON), and
+# rewrites the run's file as SHARED_GOLD_FORMAT:
+#
+#     {"format": "cn3.predictions/3", "kind": ...,
+#      "gold": {"path": <the gold file, relative to the run directory>, "sha256": ..., "items": n},
+#      "pred": [hypotheses]}                                   (sentences)
+#      "labels": [...], "pred": {"at": [...], "ids": [...]}    (labels, tags)
+#
+# For labels and tags only the items (tags: tokens, in order) where the prediction differs from the
+# gold are kept: ``at`` counts each from the one before (the first from item 0), ``ids`` index
+# ``labels``. A run that trains writes the self-contained cn3.predictions/2 as before; the grid's
+# runner compacts each cell it finishes, and ``cn3 experiment compact`` the records written before.
+
+
+@dataclass
+class Compaction:
+    """What :func:`compact_run` did (or, with ``write=False``, would do); one object may gather several runs.
+
+    Attributes:
+        runs: runs looked at.
+        rewritten: each predictions file and log rewritten, with its bytes before and after.
+        gold: the shared gold files written (or to be written), with their bytes.
+        busy: runs left alone because a process holds them (:meth:`RunDir.training`).
+    """
+
+    runs: int = 0
+    rewritten: dict = field(default_factory=dict)
+    gold: dict = field(default_factory=dict)
+    busy: list = field(default_factory=list)
+
+    def saved(self, counts: Callable[[Path], bool] = lambda path: True) -> int:
+        """Bytes saved over the files that ``counts`` (e.g. the tracked ones): rewritten, less gold added."""
+        return (sum(before - after for path, (before, after) in self.rewritten.items() if counts(path))
+                - sum(size for path, size in self.gold.items() if counts(path)))
+
+
+#: what replaces a log line that repeats results.json
+RESULTS_LINE = "results: as in results.json (the line repeating it was dropped when the grid was compacted)\n"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _dumps(payload: dict) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _xz(data: bytes) -> bytes:
+    # preset 6 packs these files as small as 9 does (they are far smaller than its 8 MiB dictionary) with a
+    # seventh of its memory; xz holds no timestamp, so the same content gives the same bytes
+    return lzma.compress(data, preset=6)
+
+
+def _read_xz_json(path: Path) -> tuple[object, bytes]:
+    try:
+        raw = lzma.decompress(path.read_bytes())
+        return json.loads(raw.decode("utf-8")), raw
+    except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not xz-compressed JSON ({err})") from None
+
+
+def _flat(kind: str, items: list) -> list:
+    return [t for tags in items for t in tags] if kind == "tags" else list(items)
+
+
+def _gold_payload(kind: str, gold: list) -> dict:
+    """A shared gold file's content: sentences as they are, labels and tags as ids into its own table."""
+    if kind == "text":
+        return {"format": GOLD_FORMAT, "kind": kind, "gold": list(gold)}
+    flat = _flat(kind, gold)
+    labels = sorted(set(flat))
+    index = {label: i for i, label in enumerate(labels)}
+    payload = {"format": GOLD_FORMAT, "kind": kind, "labels": labels, "gold": [index[x] for x in flat]}
+    if kind == "tags":
+        payload["lengths"] = [len(tags) for tags in gold]
+    return payload
+
+
+def _pred_part(kind: str, gold: list, pred: list) -> dict:
+    """A compacted file's predictions: the hypotheses, or where labels and tags differ from the gold."""
+    if kind == "text":
+        return {"pred": list(pred)}
+    at, values, last = [], [], 0
+    for i, (g, p) in enumerate(zip(_flat(kind, gold), _flat(kind, pred))):
+        if g != p:
+            at.append(i - last)
+            values.append(p)
+            last = i
+    labels = sorted(set(values))
+    index = {label: i for i, label in enumerate(labels)}
+    return {"labels": labels, "pred": {"at": at, "ids": [index[v] for v in values]}}
+
+
+def _regroup(kind: str, flat: list, lengths: list[int]) -> list:
+    if kind != "tags":
+        return flat
+    out, at = [], 0
+    for n in lengths:
+        out.append(flat[at:at + n])
+        at += n
+    return out
+
+
+def _gold_ref(payload: dict, path: Path) -> dict:
+    ref = payload.get("gold")
+    if not (isinstance(ref, dict) and isinstance(ref.get("path"), str) and isinstance(ref.get("items"), int)
+            and isinstance(ref.get("sha256"), str) and _SHA256.fullmatch(ref["sha256"])
+            and Path(ref["path"]).name.endswith(f".{ref['sha256']}.json.xz")):
+        raise ConfigError(f'{path}: "gold" must name its shared file: {{"path": "<...>.<sha256>.json.xz", '
+                          '"sha256": 64 hex digits, "items": n}')
+    return ref
+
+
+def _find_gold(run: Path, ref: dict, path: Path, also: tuple[Path, ...] = ()) -> Path:
+    """The shared gold file ``ref`` names: at its recorded path, else in a ``gold/`` folder of the run or of
+    any folder above it (a grid moved or copied whole), else the same for each run of ``also``."""
+    name = Path(ref["path"]).name
+    for base in (run, *also):
+        for candidate in (base / ref["path"], *(folder / GOLD_DIR / name for folder in (base, *base.parents))):
+            if candidate.is_file():
+                return candidate
+    expected = Path(os.path.normpath(run / ref["path"]))
+    raise ConfigError(f"{path} keeps its gold items in a file its grid shares, {expected}, which is missing (nor "
+                      f"is {GOLD_DIR}/{name} in any folder above {run}): copy the grid's records with their "
+                      f"{GOLD_DIR}/ folder")
+
+
+_GOLD_CACHE: dict[str, tuple[str, list, list | None]] = {}  # sha256 -> (kind, flat gold, lengths)
+
+
+def _load_gold(gold_path: Path, ref: dict, kind: str, path: Path) -> list:
+    """The gold items of a shared file (checked against the sha256 that ``path`` names; read once a process)."""
+    sha = ref["sha256"]
+    if sha not in _GOLD_CACHE:
+        payload, raw = _read_xz_json(gold_path)
+        if hashlib.sha256(raw).hexdigest() != sha:
+            raise ConfigError(f"{gold_path}: its content is not the gold {path} names (sha256 {sha[:12]}...): "
+                              "the file was changed or replaced")
+        if not isinstance(payload, dict) or payload.get("format") != GOLD_FORMAT:
+            raise ConfigError(f"{gold_path}: not a cn3 gold file (expected format {GOLD_FORMAT!r})")
+        gkind, gold, lengths = payload.get("kind"), payload.get("gold"), payload.get("lengths")
+        if gkind not in ("text", "labels", "tags") or not isinstance(gold, list):
+            raise ConfigError(f'{gold_path}: "kind" must be text, labels or tags and "gold" a list')
+        if gkind == "text":
+            if not all(isinstance(x, str) for x in gold):
+                raise ConfigError(f'{gold_path}: "gold" must be sentences (strings)')
+        else:
+            labels = payload.get("labels")
+            if not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)
+                    and all(isinstance(i, int) and 0 <= i < len(labels) for i in gold)):
+                raise ConfigError(f'{gold_path}: "gold" must be ids into "labels", a list of strings')
+            gold = [labels[i] for i in gold]
+        if gkind == "tags" and not (isinstance(lengths, list) and all(isinstance(n, int) and n >= 0 for n in lengths)
+                                    and sum(lengths) == len(gold)):
+            raise ConfigError(f'{gold_path}: "lengths" must be one count per sentence summing to the {len(gold):,} tags')
+        _GOLD_CACHE[sha] = (gkind, gold, lengths if gkind == "tags" else None)
+    gkind, flat, lengths = _GOLD_CACHE[sha]
+    if gkind != kind:
+        raise ConfigError(f"{gold_path}: holds {gkind!r} gold, but {path} scores {kind}")
+    items = len(lengths) if lengths is not None else len(flat)
+    if items != ref["items"]:
+        raise ConfigError(f"{gold_path}: {items:,} gold items, but {path} says {ref['items']:,}")
+    return _regroup(kind, list(flat), lengths) if lengths is not None else list(flat)
+
+
+def _decode_shared(payload: dict, kind: str, path: Path, run: Path) -> tuple[list, list]:
+    """gold/pred of a compacted file (SHARED_GOLD_FORMAT), its gold read from the shared file it names."""
+    if payload.get("kind") != kind:
+        raise ConfigError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
+    ref = _gold_ref(payload, path)
+    gold = _load_gold(_find_gold(run, ref, path), ref, kind, path)
+    return gold, _apply(kind, gold, payload, path)
+
+
+def _apply(kind: str, gold: list, payload: dict, path: Path) -> list:
+    """The predictions of a compacted file, given its gold."""
+    pred = payload.get("pred")
+    if kind == "text":
+        if not (isinstance(pred, list) and len(pred) == len(gold) and all(isinstance(x, str) for x in pred)):
+            raise ConfigError(f'{path}: "pred" must be {len(gold):,} sentences (strings), one per gold item')
+        return list(pred)
+    labels = payload.get("labels")
+    if not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+        raise ConfigError(f'{path}: "labels" must be a list of strings')
+    if not (isinstance(pred, dict) and isinstance(pred.get("at"), list) and isinstance(pred.get("ids"), list)
+            and len(pred["at"]) == len(pred["ids"])):
+        raise ConfigError(f'{path}: "pred" must be {{"at": [...], "ids": [...]}} of one length')
+    flat = _flat(kind, gold)
+    at = 0
+    for k, (step, i) in enumerate(zip(pred["at"], pred["ids"])):
+        if not (isinstance(step, int) and step >= (0 if k == 0 else 1) and at + step < len(flat)):
+            raise ConfigError(f'{path}: "pred.at" must step forward through the {len(flat):,} '
+                              f'{"tokens" if kind == "tags" else "items"} (entry {k}: {step!r})')
+        at += step
+        if not (isinstance(i, int) and 0 <= i < len(labels)):
+            raise ConfigError(f'{path}: "pred.ids" must be ids into "labels" (0..{len(labels) - 1}), found {i!r}')
+        flat[at] = labels[i]
+    return _regroup(kind, flat, [len(tags) for tags in gold]) if kind == "tags" else flat
+
+
+def compact_run(run: str | Path, store: str | Path, also: tuple[Path, ...] = (), write: bool = True,
+                into: Compaction | None = None) -> Compaction:
+    """Keep the gold of a finished run's predictions in ``store`` (a grid's ``gold/``), once for every run
+    that shares it, and shorten the log line that repeats results.json.
+
+    Each ``predictions/<split>.json.xz`` of ``results.json`` that is here and still holds its gold
+    (``cn3.predictions/2``) becomes ``cn3.predictions/3`` (see above), its gold written to
+    ``store/<split>.<sha256>.json.xz`` unless that file is there already; :func:`load_predictions` reads
+    both alike. A file compacted already is left as it is when its gold is found (its recorded path, a
+    ``gold/`` folder above the run); when not, the gold is looked for under ``also`` (e.g. the run a cell
+    was adopted from), copied into ``store`` and the file pointed at it. Idempotent; every file written
+    atomically, the gold before the predictions that name it, and each rewrite checked to read back as
+    the original. A ``results:`` line of ``log.txt`` equal to results.json becomes :data:`RESULTS_LINE`.
+    A run that a process holds (:meth:`RunDir.training`) is left alone (``busy``).
+
+    Args:
+        run: a finished run directory.
+        store: where the shared gold files go (for a grid's cells, ``<grid>/gold``).
+        also: run directories to look for a compacted file's missing gold in.
+        write: False: change nothing, count what would change.
+        into: add to this record (one for several runs).
+
+    Raises:
+        ConfigError: the run has no results.json, a predictions file is malformed, or a compacted file's
+            gold is nowhere to be found.
+    """
+    run, store = Path(run), Path(store)
+    stats = into if into is not None else Compaction()
+    stats.runs += 1
+    also = tuple(Path(a) for a in also)
+    lock = RunDir(run).lock
+    if not write or not lock.is_file():  # a run whose trainer never locked it here is not being trained
+        _compact(run, store, also, write, stats)
+        return stats
+    busy = ConfigError(f"a process holds {run}")
+    try:
+        with exclusive_now(lock, busy):  # a trainer still appending to the log, or a second --resume
+            _compact(run, store, also, True, stats)
+    except ConfigError as err:
+        if err is not busy:
+            raise
+        stats.busy.append(run)
+    return stats
+
+
+def _compact(run: Path, store: Path, also: tuple[Path, ...], write: bool, stats: Compaction) -> None:
+    results = read_results(run)
+    listed = results.get("predictions")
+    for split, entry in (listed if isinstance(listed, dict) else {}).items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"].endswith(".json.xz")):
+            continue  # an earlier version's JSONL: read as it is
+        path = run / entry["path"]
+        if not path.is_file():
+            continue  # a split whose predictions the records do not keep (docs/runs/.gitignore)
+        payload, _ = _read_xz_json(path)
+        if isinstance(payload, dict) and payload.get("format") == SHARED_GOLD_FORMAT:
+            _relink(run, split, path, payload, store, also, write, stats)
+            continue
+        before = load_predictions(run, split)
+        kind = METRICS[before.metric]
+        data = _dumps(_gold_payload(kind, before.gold))
+        sha = hashlib.sha256(data).hexdigest()
+        gold_path = store / f"{split}.{sha}.json.xz"
+        compact = {"format": SHARED_GOLD_FORMAT, "kind": kind,
+                   "gold": {"path": Path(os.path.relpath(gold_path, run)).as_posix(), "sha256": sha,
+                            "items": len(before.gold)},
+                   **_pred_part(kind, before.gold, before.pred)}
+        if _apply(kind, before.gold, compact, path) != before.pred:  # never write what does not read back
+            raise AssertionError(f"{path}: the compacted predictions do not read back as the original")
+        blob = _xz(_dumps(compact))
+        if not gold_path.is_file() or _sha_of(gold_path) != sha:
+            stats.gold[gold_path] = len(gold_blob := _xz(data))
+            if write:
+                atomic_write(gold_path, lambda handle, gold_blob=gold_blob: handle.write(gold_blob))
+        stats.rewritten[path] = (path.stat().st_size, len(blob))
+        if write:
+            original = path.read_bytes()
+            atomic_write(path, lambda handle, blob=blob: handle.write(blob))
+            after = load_predictions(run, split)
+            if (after.gold, after.pred) != (before.gold, before.pred):
+                atomic_write(path, lambda handle, original=original: handle.write(original))
+                raise AssertionError(f"{path}: the compacted predictions do not read back as the original")
+    _shorten_log(run, results, write, stats)
+
+
+def _sha_of(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(lzma.decompress(path.read_bytes())).hexdigest()
+    except (OSError, lzma.LZMAError):
+        return None
+
+
+def _relink(run: Path, split: str, path: Path, payload: dict, store: Path, also: tuple[Path, ...], write: bool,
+            stats: Compaction) -> None:
+    """A compacted file whose gold is not where it says: copied into ``store`` from where it is found."""
+    ref = _gold_ref(payload, path)
+    if (run / ref["path"]).is_file():
+        return
+    found = _find_gold(run, ref, path, also)
+    target = store / Path(ref["path"]).name
+    if not target.is_file():
+        data = found.read_bytes()
+        stats.gold[target] = len(data)
+        if write:
+            atomic_write(target, lambda handle: handle.write(data))
+    relative = Path(os.path.relpath(target, run)).as_posix()
+    if relative != ref["path"]:
+        blob = _xz(_dumps({**payload, "gold": {**ref, "path": relative}}))
+        stats.rewritten[path] = (path.stat().st_size, len(blob))
+        if write:
+            atomic_write(path, lambda handle: handle.write(blob))
+
+
+def _shorten_log(run: Path, results: dict, write: bool, stats: Compaction) -> None:
+    log = RunDir(run).log_file
+    if not log.is_file():
+        return
+    text = log.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    kept = [RESULTS_LINE if _repeats_results(line, results) else line for line in lines]
+    if kept == lines:
+        return
+    new = "".join(kept)
+    stats.rewritten[log] = (len(text.encode("utf-8")), len(new.encode("utf-8")))
+    if write:
+        atomic_write_text(log, new)
+
+
+def _repeats_results(line: str, results: dict) -> bool:
+    if not line.startswith("results: {"):
+        return False
+    try:
+        return json.loads(line[len("results: "):]) == results
+    except json.JSONDecodeError:
+        return False

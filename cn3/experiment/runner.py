@@ -15,6 +15,9 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
   trained by another process (e.g. a second ``experiment run`` of the same grid with another
   ``--only``), left to it. So two runners can share a grid; each trains only what nobody else is.
 
+A cell that finishes (or is adopted) has the gold of its predictions moved into ``<grid>/gold/``, one
+file per split for every cell (:func:`compact`): a grid's records do not repeat it.
+
 A launcher (:mod:`cn3.experiment.launchers`) starts each cell, :func:`cn3.experiment.cell.run_cell`
 (what ``cn3 train ...`` or ``cn3 nmt train ...`` would do), its output in ``RUN/experiment.log``: by
 default as a process on this machine with ``train.num_threads`` = the cores divided by ``--jobs``, or as
@@ -32,13 +35,14 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cn3.config import ConfigError
 from cn3.experiment.cell import LOG
 from cn3.experiment.launchers import Job, Launcher, LocalLauncher
 from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
-from cn3.run_dir import RunDir, finished, read_results, split_scores
+from cn3.run_dir import GOLD_DIR, RunDir, compact_run, finished, read_results, split_scores
 from cn3.runtime import sigterm_as_interrupt
 from cn3.util.atomic import atomic_write_json, atomic_write_text
 from cn3.util.console import console
@@ -151,6 +155,7 @@ def _finish(state: CellState) -> None:
     state.job = None
     if job.rc == 0 and finished(cell.run_dir):
         state.state, state.score = "done", _score(cell)
+        compact(cell)
         return
     if RunDir(cell.run_dir).busy():  # refused: another process took the cell first, and is training it
         state.state = "elsewhere"
@@ -186,6 +191,20 @@ def _table(states: list[CellState], started: float, jobs: int | None):
     return table
 
 
+def compact(cell: Cell, adopted_from: Path | None = None) -> None:
+    """A finished cell keeps the gold of its predictions in its grid's ``gold/``, once for every cell
+    (:func:`cn3.run_dir.compact_run`; an adopted cell's gold may be in the grid it came from). A failure
+    is said and leaves what it did not reach as the run wrote it, readable: the cell is done either way."""
+    grid = cell.run_dir.parents[2]  # OUT/<grid>/<task>/<variant>/<seed>
+    try:
+        compact_run(cell.run_dir, grid / GOLD_DIR, also=(adopted_from,) if adopted_from else ())
+    except (ConfigError, OSError, AssertionError) as err:
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning[/]: {escape(f'{cell.name}: its predictions keep their gold ({err}); ')}"
+                      f"{escape(f'`cn3 experiment compact {grid}` moves it later')}", highlight=False)
+
+
 def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, threads: int | None = None,
              reuse: bool = True, launcher: Launcher | None = None) -> list[CellState]:
     """Train every cell that is not done, ``jobs`` at a time (``None``: every cell at once, for a
@@ -211,6 +230,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
         for state in states:
             if state.state == "queued" and (twin := finished.twin(state.cell, resolved[state.cell.name])) is not None:
                 adopt(state.cell, twin)
+                compact(state.cell, twin)
                 state.state, state.score, state.reused_from = "reused", _score(state.cell), str(twin)
     pending = [s for s in states if s.state not in ("skipped", "reused", "elsewhere", "waiting")]
     started = time.time()
