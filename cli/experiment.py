@@ -284,14 +284,14 @@ def compact_command(
     """
     from cn3.config import ConfigError
     from cn3.experiment.reuse import _STAGING
-    from cn3.run_dir import GOLD_DIR, Compaction, compact_run
+    from cn3.run_dir import GOLD_DIR, RESULTS_FILE, Compaction, compact_run
 
     with user_errors():
         for grid in grids:
             if not grid.is_dir():
                 raise ConfigError(f"{grid}: not a directory")
             stats = Compaction()
-            for results in sorted(grid.rglob("results.json")):
+            for results in sorted(grid.rglob(RESULTS_FILE)):
                 if not any(part.endswith(_STAGING) for part in results.parent.relative_to(grid).parts):
                     compact_run(results.parent, grid / GOLD_DIR, write=not dry_run, into=stats)
             before = sum(b for b, _ in stats.rewritten.values())

@@ -65,6 +65,8 @@ GOLD_DIR = "gold"
 #: how a split's metric scores an item: a label, a tag per token, or a sentence against its reference
 METRICS = {"accuracy": "labels", "token_accuracy": "tags", "span_f1": "tags", "bleu": "text"}
 TAG_SCHEMES = ("BIOES", "IOBES", "IOB2", "BILOU")
+#: the file whose presence marks a finished run (what a search for finished runs globs for)
+RESULTS_FILE = "results.json"
 
 
 class RunDir:
@@ -84,7 +86,7 @@ class RunDir:
     metrics = property(lambda self: self.path / "metrics.jsonl")
     latest = property(lambda self: self.path / "latest.pt")
     best = property(lambda self: self.path / "best.pt")
-    results = property(lambda self: self.path / "results.json")
+    results = property(lambda self: self.path / RESULTS_FILE)
     predictions = property(lambda self: self.path / "predictions")
     curves = property(lambda self: self.path / "curves.png")
     tensorboard = property(lambda self: self.path / "tensorboard")

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from cn3.config import ConfigError
+from cn3.run_dir import RunDir
 
 #: experiment tasks that are translation corpora (every other task is a sentence task of `cn3 tasks`)
 TRANSLATION_TASKS = ("multi30k",)
@@ -75,7 +76,7 @@ class RunKind:
         ``config.yaml`` (only the flags and ``--set`` given now change it: one ``--resume`` behaviour)."""
         cfg = self.resolve(task, flags, overrides, config)
         run_dir = Path(run_dir) if run_dir is not None else self.default_run_dir(cfg)
-        saved = run_dir / "config.yaml"
+        saved = RunDir(run_dir).config
         if resume and config is None and saved.is_file():
             cfg = self.resolve(task, flags, overrides, saved)
         return cfg, run_dir
@@ -136,7 +137,7 @@ def kind_of_config(config: dict) -> RunKind:
 def kind_of_run(path: str | Path) -> RunKind:
     """The kind of the run in directory ``path``, from its ``config.yaml``."""
     path = Path(path)
-    config = path / "config.yaml"
+    config = RunDir(path).config
     if not path.is_dir():
         raise ConfigError(f"run directory not found: {path}")
     if not config.is_file():

@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 
 from cn3.experiment.spec import Cell
+from cn3.run_dir import RunDir
 
 LOG = "experiment.log"
 WORKER_MARK = "# worker: "
@@ -70,7 +71,7 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
         os.chdir(workdir)
     run_dir = Path(cell.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    resume = (run_dir / "latest.pt").is_file()
+    resume = RunDir(run_dir).latest.is_file()
     command = shlex.join(["cn3", *cell.command(threads, resume)])
     saved = _log_to(run_dir / LOG)
     try:

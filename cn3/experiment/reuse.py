@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cn3.config import ConfigError
 from cn3.experiment.spec import Cell, read_cell_config
+from cn3.run_dir import RESULTS_FILE, RunDir
 from cn3.util.atomic import atomic_write_json
 
 REUSED = "reused.json"
@@ -50,12 +51,12 @@ class FinishedRuns:
         key = (grids_root(cell), cell.task)
         if key not in self._runs:
             runs = []
-            for results in sorted(key[0].glob(f"*/{cell.task}/*/*/results.json")):
-                run = results.parent
-                if run.name.endswith(_STAGING) or not (run / "config.yaml").is_file():
+            for results in sorted(key[0].glob(f"*/{cell.task}/*/*/{RESULTS_FILE}")):
+                run = RunDir(results.parent)
+                if run.path.name.endswith(_STAGING) or not run.config.is_file():
                     continue
                 try:
-                    runs.append((run, read_cell_config(cell, run / "config.yaml")))
+                    runs.append((run.path, read_cell_config(cell, run.config)))
                 except ConfigError:  # another kind of run, or another release's: no cell's twin
                     continue
             self._runs[key] = runs

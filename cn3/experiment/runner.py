@@ -80,7 +80,7 @@ def cell_state(cell: Cell) -> str:
         return "elsewhere"
     if (run / FAILED).is_file():
         return "failed"
-    if (run / "latest.pt").is_file():
+    if RunDir(run).latest.is_file():
         return "interrupted"
     return "queued"
 
@@ -111,7 +111,7 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
         if cell.waiting:  # its config is known after tuning; the tuning cells check the same keys
             continue
         wanted = resolved[cell.name] = resolve_cell(cell, threads)
-        saved_path = cell.run_dir / "config.yaml"
+        saved_path = RunDir(cell.run_dir).config
         if not saved_path.is_file():
             continue
         try:
@@ -280,7 +280,7 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
         launcher.stop([s.job for s in running])
         for state in running:
             state.job = None
-            state.state = "interrupted" if (state.cell.run_dir / "latest.pt").is_file() else "queued"
+            state.state = "interrupted" if RunDir(state.cell.run_dir).latest.is_file() else "queued"
         raise
     finally:
         if previous is not None:
