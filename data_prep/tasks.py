@@ -247,7 +247,7 @@ _TASK_LIST = [
     ),
 ]
 
-# --- probing tasks (Conneau et al., 2018), rebuilt from the staged treebanks: data_prep/probing.py ---
+# --- probing tasks (Conneau et al., 2018), rebuilt from the staged treebanks: data_prep/probing/ ---
 
 PTB_TREES = "nltk_data/corpora/treebank.zip"
 UD_PROBE_NOTE = (

@@ -463,7 +463,8 @@ def test_detectable_paired_is_2_8_standard_errors_and_has_power_0_8():
 
 
 def test_item_differences_are_exact_for_accuracy_and_give_the_bootstrap_spread_for_span_f1():
-    from cn3.stats import _SCORES, _counts, paired_differences
+    from cn3.stats import paired_differences
+    from cn3.stats.counts import SCORES, item_counts
 
     d = paired_differences(GOLD, PRED_A, PRED_B, "accuracy")
     right_a = np.array([g == p for g, p in zip(GOLD, PRED_A)], dtype=float)
@@ -474,9 +475,9 @@ def test_item_differences_are_exact_for_accuracy_and_give_the_bootstrap_spread_f
     pick = rng.integers(0, len(TAGS_GOLD), 300)
     gold, a, b = ([tags[i] for i in pick] for tags in (TAGS_GOLD, TAGS_A, TAGS_B))
     se = paired_differences(gold, a, b, "span_f1", tag_scheme="BIOES").std(ddof=1) / np.sqrt(300)
-    counts_a, counts_b = _counts("span_f1", "BIOES", gold, a), _counts("span_f1", "BIOES", gold, b)
+    counts_a, counts_b = item_counts("span_f1", "BIOES", gold, a), item_counts("span_f1", "BIOES", gold, b)
     rows = rng.integers(0, 300, (4000, 300))
-    boot = _SCORES["span_f1"](counts_a[rows].sum(axis=1)) - _SCORES["span_f1"](counts_b[rows].sum(axis=1))
+    boot = SCORES["span_f1"](counts_a[rows].sum(axis=1)) - SCORES["span_f1"](counts_b[rows].sum(axis=1))
     assert se == pytest.approx(boot.std(), rel=0.1)
     # BLEU: sacreBLEU's sentence statistics, the same way
     bleu_d = paired_differences(REFS * 20, HYPS_A * 20, HYPS_B * 20, "bleu")
@@ -486,7 +487,7 @@ def test_item_differences_are_exact_for_accuracy_and_give_the_bootstrap_spread_f
 def test_the_smooth_bleu_of_the_per_item_differences_is_sacrebleus():
     from sacrebleu.metrics import BLEU
 
-    from cn3.stats import _smooth_bleu, paired_differences
+    from cn3.stats.power import _smooth_bleu, paired_differences
 
     bleu = BLEU()
     stats_ = np.array(bleu._extract_corpus_statistics(HYPS_A * 20, [REFS * 20]), dtype=float).sum(axis=0)
