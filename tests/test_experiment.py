@@ -365,7 +365,7 @@ def test_the_report_can_test_against_another_baseline(grid):
 
 
 def test_latex_cells_escape_names_and_symbols():
-    from cn3.experiment.report import _tex
+    from cn3.experiment.report.render import _tex
 
     assert _tex("conll2000 (span_f1, test)") == r"conll2000 (span\_f1, test)"
     assert _tex(r"\textbf{91.20 ± 0.30 (3)} [×]") == r"\textbf{91.20 $\pm$ 0.30 (3)} [$\times$]"
@@ -482,7 +482,7 @@ def test_report_by_an_unknown_field_names_it_and_the_available_ones(by_grid):
 
 
 def test_grid_wall_time_counts_overlapping_runs_once():
-    from cn3.experiment.report import grid_wall_seconds
+    from cn3.experiment.report.collect import grid_wall_seconds
 
     runs = [{"started": "2026-11-24T10:00:00", "wall_seconds": 600.0},  # 10:00-10:10
             {"started": "2026-11-24T10:05:00", "wall_seconds": 600.0},  # 10:05-10:15, beside the first
@@ -494,7 +494,8 @@ def test_grid_wall_time_counts_overlapping_runs_once():
 
 def test_one_seed_has_no_spread_in_the_table():
     """A cell with one finished seed prints its mean alone: "± 0.00" would claim a spread never measured."""
-    from cn3.experiment.report import TaskColumn, render, rows
+    from cn3.experiment.report.collect import TaskColumn
+    from cn3.experiment.report.render import render, rows
 
     spec = load_spec("logic-length")
     columns = {"logic": TaskColumn("logic", "test", "accuracy", {"lstm": {1: 80.0}, "transformer": {1: 50.0, 2: 52.0}})}
@@ -532,7 +533,7 @@ def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
 
 
 def test_p_values_below_a_thousandth_are_not_printed_as_zero():
-    from cn3.experiment.report import _p_text
+    from cn3.experiment.report.render import _p_text
 
     test = {"difference": 2.35, "ci95": [1.97, 2.73], "p": 1 / 10_001, "p_holm": 3 / 10_001, "welch_p": 0.0412}
     assert _p_text(test) == "+2.35 [+1.97, +2.73] p 0.0001 (Holm 0.0003)*, Welch 0.041"
@@ -604,7 +605,8 @@ def test_a_cell_that_a_finished_run_already_is_is_adopted_not_trained(grid, tmp_
 
 
 def test_a_variant_without_its_baseline_says_so():
-    from cn3.experiment.report import TaskColumn, render
+    from cn3.experiment.report.collect import TaskColumn
+    from cn3.experiment.report.render import render
 
     columns = {"logic": TaskColumn("logic", "test", "accuracy", {"transformer": {1: 50.0}})}
     assert "| transformer | no lstm run yet |" in render(load_spec("logic-length"), columns)
@@ -613,7 +615,8 @@ def test_a_variant_without_its_baseline_says_so():
 def test_the_report_gives_the_mean_local_gate_of_hybrid_runs(tmp_path):
     """xu-window's cells record their mean local gate on val (results.json ``gates``); the report pairs
     it with the window: mean ± std over seeds, and per gated layer the mean over seeds."""
-    from cn3.experiment.report import gate_rows, render_gates
+    from cn3.experiment.report.collect import gate_rows
+    from cn3.experiment.report.render import render_gates
 
     spec = load_spec("xu-window")
     cells = spec.cells(tmp_path, only={"variant": {"m1", "m2"}})

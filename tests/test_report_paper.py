@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from cn3.config import ConfigError
-from cn3.experiment.report import TaskColumn, _p_text, render, rows, split_label
+from cn3.experiment.report.collect import TaskColumn
+from cn3.experiment.report.render import _p_text, render, rows, split_label
 from cn3.experiment.spec import SPEC_DIR, load_spec
 
 TABLES = Path(__file__).resolve().parents[2] / "shared" / "papers" / "tables.md"
