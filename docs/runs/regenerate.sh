@@ -34,6 +34,8 @@ report docs/runs/liu-table3-cpu-tuned liu-table3 --budget cpu-tuned
 report docs/runs/liu-table3-cpu-tuned/vs-pdgraph liu-table3 --budget cpu-tuned --baseline pdgraph
 report docs/runs/logic-length logic-length --budget cpu
 report docs/runs/logic-length/vs-transformer logic-length --budget cpu --only variant=transformer,onlstm,onlstm_san,hybrid --baseline transformer
+report docs/runs/logic-length logic-length --budget cpu --by n_ops
+report docs/runs/logic-length/vs-transformer logic-length --budget cpu --only variant=transformer,onlstm,onlstm_san,hybrid --baseline transformer --by n_ops
 report docs/runs/experiments/xu-table1/report xu-table1
 report docs/runs/experiments/xu-table1/report/vs-local xu-table1 --baseline local --only variant=local,hybrid-gate,hybrid-concat
 report docs/runs/experiments/xu-table1/report/vs-concat xu-table1 --baseline hybrid-concat --only variant=hybrid-concat,hybrid-gate
