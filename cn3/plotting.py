@@ -1,5 +1,6 @@
-"""The one matplotlib setup every figure of cn3 shares (a leaf: analysis, visualize, reports and
-curves draw through it without importing each other)."""
+"""The one matplotlib setup of the figures drawn through pyplot (a leaf: analysis and visualize
+draw through it without importing each other). Learning curves, ``--by`` plots and experiment reports
+draw on a ``Figure`` with its own Agg canvas instead, so they need no backend choice at all."""
 
 from __future__ import annotations
 
