@@ -19,6 +19,7 @@ from cn3.attention import padding_mask
 from cn3.layers import DynamicGraphLayer, dynamic_graph
 from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, default_block_rows
 from cn3.layers.dynamic_graph import choose_impl
+from tests.triton_interpreter import run_interpreter_cases
 
 REPO = Path(__file__).resolve().parents[1]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -114,15 +115,8 @@ def test_need_alpha_false_gives_the_same_states_and_no_weights():
                                            "scripts/setup.sh): the fused kernel's interpreter tests need it")
 @pytest.mark.slow  # 28 kernels in Triton's interpreter, one program at a time: 15-35 s
 def test_interpreter_cases():
-    """``tests/fused_interpreter_cases.py`` in a subprocess with ``TRITON_INTERPRET=1`` set before
-    triton is imported (the flag is read at import, for the whole process, so it cannot be turned on
-    inside this session without changing how every later test sees triton)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                             "tests/fused_interpreter_cases.py"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+    """``tests/fused_interpreter_cases.py`` in Triton's interpreter (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
+    run_interpreter_cases("tests/fused_interpreter_cases.py")
 
 
 def test_gpu_bench_runs_quick_on_cpu(tmp_path):

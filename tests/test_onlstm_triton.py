@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
 import subprocess
 import sys
 import types
@@ -20,6 +19,7 @@ import torch
 import cn3.layers.onlstm as onlstm
 from cn3.attention import padding_mask
 from cn3.layers.onlstm import ONLSTM
+from tests.triton_interpreter import run_interpreter_cases
 
 REPO = Path(__file__).resolve().parents[1]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -129,14 +129,8 @@ def test_the_triton_path_around_the_kernels_equals_the_scan(monkeypatch, lengths
                                            "scripts/setup.sh): the kernels' interpreter tests need it")
 @pytest.mark.slow  # the kernels in Triton's interpreter, one program at a time: 10-30 s
 def test_interpreter_cases():
-    """``tests/onlstm_interpreter_cases.py`` in a subprocess with ``TRITON_INTERPRET=1`` set before
-    triton is imported (the flag holds for the whole process)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                             "tests/onlstm_interpreter_cases.py"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]
+    """``tests/onlstm_interpreter_cases.py`` in Triton's interpreter (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
+    run_interpreter_cases("tests/onlstm_interpreter_cases.py")
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
