@@ -15,7 +15,8 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
 2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against
    ``torch.nn.LSTM`` of the same width (cuDNN on CUDA), full rows, at 64x25x256 and 32x50x512. Target:
    ON-LSTM / LSTM <= 3. ``onlstm`` is the default (``CN3_ONLSTM_COMPILE`` and ``CN3_ONLSTM_TRITON`` as
-   the environment sets them; unset, the plain scan), ``onlstm-plain`` the plain scan (both ``never``)
+   the environment sets them; unset, the Triton kernels on CUDA up to hidden 256 and the plain scan
+   above, :func:`cn3.layers.onlstm._use_triton`), ``onlstm-plain`` the plain scan (both ``never``)
    and, on CUDA with Triton, ``onlstm-triton`` the persistent Triton kernels
    (:mod:`cn3.layers.onlstm_triton`, ``CN3_ONLSTM_TRITON=always``) on the same weights, with the
    largest difference of its output and input gradient from the plain scan's (``triton_max_diff``, one

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -206,6 +207,7 @@ def test_a_grid_trains_every_cell_and_skips_them_next_time(grid):
     assert all((c.run_dir / "results.json").is_file() for c in cells)
     record = json.loads((runs / "tiny" / "grid.json").read_text())
     assert record["invocations"][0]["jobs"] == 2 and record["invocations"][0]["cells_trained"] == 4
+    assert record["invocations"][0]["device"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")
     before = {c.name: (c.run_dir / "results.json").stat().st_mtime_ns for c in cells}
     again = invoke("experiment", "run", spec, "--out", runs)
     assert again.exit_code == 0 and "4/4 cells finished" in again.output

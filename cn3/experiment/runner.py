@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from cn3.config import ConfigError
 from cn3.experiment.cell import LOG
 from cn3.experiment.launchers import Job, Launcher, LocalLauncher
@@ -312,9 +314,10 @@ def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: i
 def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int | None,
                 threads: int, invocation: str, launcher: str = "local") -> None:
     """``<grid>/grid.json``: the spec, every cell's last state (and the worker it ran on), and one entry
-    per ``run`` invocation (its wall time so far, launcher, jobs, threads and how many cells it
-    trained), so the report can state the grid's wall time however many times it was stopped and
-    continued.
+    per ``run`` invocation (its wall time so far, launcher, jobs, threads, how many cells it trained
+    and, for the local launcher, the device its cells' ``--device auto`` takes: the GPU's name or
+    ``cpu``), so the report can state the grid's wall time however many times it was stopped and
+    continued, and on what.
 
     Several runners may share a grid (each trains what nobody else is): each updates its own
     invocation (by ``invocation``, pid and start) and the cells it knows, under a lock, and leaves the
@@ -354,10 +357,16 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
                 cells_record[s.cell.name] = entry
         mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "wall_seconds": round(time.time() - started, 1), "launcher": launcher, "jobs": jobs,
-                "threads": threads, "cells_trained": sum(s.submitted is not None for s in states)}
+                "threads": threads, "cells_trained": sum(s.submitted is not None for s in states),
+                **({"device": _local_device()} if launcher == "local" else {})}
         invocations = [i for i in record.get("invocations", []) if i.get("id") != invocation]
         atomic_write_json(grid / "grid.json", {"spec": str(spec.path), "invocations": [*invocations, mine],
                                                "cells": cells_record})
+
+
+def _local_device() -> str:
+    """What ``--device auto`` gives a cell on this machine (a cluster's workers may differ: not recorded)."""
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
 
 
 def _seconds(cell: Cell) -> float | None:

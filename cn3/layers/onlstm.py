@@ -44,9 +44,10 @@ backward recomputes the gates of all steps in one product first; the recurrent w
 stays one product). With ``CN3_ONLSTM_TRITON`` (environment) or :data:`TRITON_SCAN` at ``always``
 it replaces the step loops wherever it runs: fp32 CUDA tensors with Triton installed (or CPU
 tensors under Triton's interpreter, for the tests); elsewhere the scan runs as above (Triton
-missing: a warning, once). ``auto``, the default, does not use it yet: it is unmeasured on a GPU
-(``bench/gpu_nmt_layers.py`` times it, :func:`_use_triton`). Its results equal the plain scan's up
-to fp32 rounding.
+missing: a warning, once). ``auto``, the default, uses it on fp32 CUDA tensors up to hidden 256,
+where one H100 measured it 3.1x faster than the plain scan, and keeps the scan above
+(:func:`_use_triton`, ``bench/gpu_nmt_layers.py``). Its results equal the plain scan's up to fp32
+rounding (4.5e-7 to 7.7e-7 there).
 """
 
 from __future__ import annotations
@@ -216,27 +217,36 @@ def _step_backward(step: int, d_hs: Tensor, dh_rec: Tensor, dc: Tensor, table: T
 
 
 #: ``auto``, ``always`` or ``never``: when the scan runs as the Triton kernels of
-#: :mod:`cn3.layers.onlstm_triton` (module docstring; ``auto`` does not, until a GPU has measured
-#: them); the environment's ``CN3_ONLSTM_TRITON`` sets it at import. It takes precedence over
-#: :data:`COMPILE_STEPS`.
+#: :mod:`cn3.layers.onlstm_triton` (``auto``: fp32 CUDA tensors up to :data:`TRITON_AUTO_MAX_HIDDEN`,
+#: :func:`_use_triton`); the environment's ``CN3_ONLSTM_TRITON`` sets it at import. It takes precedence
+#: over :data:`COMPILE_STEPS`.
 TRITON_SCAN = os.environ.get("CN3_ONLSTM_TRITON", "auto")
+#: The widest hidden size ``auto`` gives the kernels. Measured on one H100 (docs/benchmarks.md, forward +
+#: backward, fp32): 7.8 ms against the plain scan's 24.3 at 64 x 25 x 256 (2.5x cuDNN), but 48.4
+#: against 37.9 at 32 x 50 x 512. A program owns 8 batch rows and multiplies its rows' states by the
+#: whole recurrent weight each step, so its serial work grows with hidden^2 while the number of
+#: programs (rows / 8) does not: the wide layer leaves most of the GPU idle. Between 256 and 512 is
+#: unmeasured, so ``auto`` stays with what was.
+TRITON_AUTO_MAX_HIDDEN = 256
 _triton_missing: list[str] = []  # the warning, once given
 
 
-def _use_triton(device: torch.device, dtype: torch.dtype) -> bool:
-    """Only under ``always``, and only where the kernels run: fp32 on CUDA, or on the CPU under
-    Triton's interpreter (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed
-    (else a warning, once). ``auto`` is ``never`` until ``bench/gpu_nmt_layers.py``'s
-    ``onlstm-triton`` column has been measured against the plain scan on a GPU."""
+def _use_triton(device: torch.device, dtype: torch.dtype, hidden: int) -> bool:
+    """``always``: wherever the kernels run, fp32 on CUDA or on the CPU under Triton's interpreter
+    (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed (else a warning, once).
+    ``auto``: fp32 on CUDA with ``hidden <= TRITON_AUTO_MAX_HIDDEN`` where Triton imports (silently
+    the scan where it does not); never on the CPU, where the scan is faster than the interpreter."""
     mode = TRITON_SCAN
     if mode not in ("auto", "always", "never"):
         raise ValueError(f"CN3_ONLSTM_TRITON must be auto, always or never, got {mode!r}")
-    if mode != "always" or dtype != torch.float32:
+    if mode == "never" or dtype != torch.float32:
+        return False
+    if mode == "auto" and (device.type != "cuda" or hidden > TRITON_AUTO_MAX_HIDDEN):
         return False
     try:
         from cn3.layers.onlstm_triton import INTERPRETING  # noqa: PLC0415 - triton is optional
     except ImportError as error:
-        if not _triton_missing:
+        if mode == "always" and not _triton_missing:
             _triton_missing.append(str(error))
             warnings.warn(f"ON-LSTM: CN3_ONLSTM_TRITON=always but Triton cannot be imported ({error}); "
                           "running the plain scan", RuntimeWarning, stacklevel=3)
@@ -352,7 +362,7 @@ class _ONLSTMScan(torch.autograd.Function):
         nc, hid = n_chunks, weight.shape[1]
         wt = weight.t().contiguous()
         ctx.full, ctx.n_chunks = full, nc
-        ctx.impl = ("triton" if _use_triton(pre.device, pre.dtype)
+        ctx.impl = ("triton" if _use_triton(pre.device, pre.dtype, hid)
                     else "compiled" if _use_compiled(pre.device) else "scan")
         if ctx.impl == "triton":
             from cn3.layers.onlstm_triton import scan_forward  # noqa: PLC0415 - needs triton: only on this path
