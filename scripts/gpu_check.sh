@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything worth knowing from a GPU machine in one run of at most 10 minutes (the steps' timeouts add
-# up to 600 s; 299 s on an H200 and 321 s on an H100 without gpu_layers, 2026-11-26: docs/benchmarks.md),
+# Everything worth knowing from a GPU machine in one run of 5-6 minutes on a GPU (the steps' timeouts add
+# up to 620 s; 299 s on an H200 and 321 s on an H100 without gpu_layers, 2026-11-26: docs/benchmarks.md),
 # each step under its own timeout, logs and one JSON summary (OUT_DIR/summary.json) in OUT_DIR:
 #
 #   bash scripts/gpu_check.sh OUT_DIR [--quick]
@@ -32,7 +32,8 @@
 #                items/s and ms per step, kernel launches, host syncs and aten operators per step
 #   multi30k     cn3 nmt train (nmt/small.yaml, hybrid), a short timed run: target tokens/s
 #   resume       a tiny TREC run stopped by SIGTERM and resumed against the same run uninterrupted
-#                (train.deterministic): same final weights bit for bit, same scores
+#                (train.deterministic): same final weights bit for bit, same scores; and the
+#                uninterrupted run again without train.deterministic: the option's cost in seconds
 set -uo pipefail
 
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [--quick]}
@@ -221,11 +222,13 @@ resume_check() {
   local train="-m cli train --task trec --prepared $prepared/trec --device auto --set train.deterministic=true
     --set model.hidden=32 --set model.char=none --set train.batch_size=16 --set train.checkpoint_every=5 $resume_set"
   "$py" $train --run-dir "$work/straight" || return 1
+  # the same run without deterministic algorithms: what the option costs, and how far apart the two end
+  "$py" ${train/train.deterministic=true/train.deterministic=false} --run-dir "$work/loose" || return 1
   "$py" $train --run-dir "$work/cut" & local pid=$!  # python itself, so that the signal reaches it
   until [ -f "$work/cut/latest.pt" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
   kill -TERM $pid 2>/dev/null; wait $pid; echo "interrupted run exited with $?"
   "$py" $train --run-dir "$work/cut" --resume || return 1
-  "$py" - "$work/straight" "$work/cut" "$out/steps/resume.json" <<'EOF'
+  "$py" - "$work/straight" "$work/cut" "$work/loose" "$out/steps/resume.json" <<'EOF'
 import json, sys
 from pathlib import Path
 
@@ -237,17 +240,21 @@ a, b = (load_checkpoint(Path(d) / "latest.pt") for d in sys.argv[1:3])
 log = (Path(sys.argv[2]) / "log.txt").read_text()
 same = [torch.equal(v, b["model"][k]) for k, v in a["model"].items()]
 diff = max(float((v.double() - b["model"][k].double()).abs().max()) for k, v in a["model"].items())
-scores = [json.loads((Path(d) / "results.json").read_text())["scores"] for d in sys.argv[1:3]]
+results = [json.loads((Path(d) / "results.json").read_text()) for d in sys.argv[1:4]]
+scores = [r["scores"] for r in results]
 report = {"interrupted": "interrupted at step" in log, "resumed": "resuming" in log,
           "steps": [a["state"]["step"], b["state"]["step"]], "weights_equal": all(same), "max_abs_diff": diff,
           "scores_equal": scores[0] == scores[1],
-          "test": [s["test"]["score"] for s in scores], "dev": [s["dev"]["score"] for s in scores]}
+          "test": [s["test"]["score"] for s in scores[:2]], "dev": [s["dev"]["score"] for s in scores[:2]],
+          # train.deterministic's cost: the uninterrupted run's training seconds with it and without
+          "seconds_deterministic": results[0].get("seconds"), "seconds_without": results[2].get("seconds"),
+          "test_without": scores[2]["test"]["score"], "dev_without": scores[2]["dev"]["score"]}
 print(json.dumps(report))
-json.dump(report, open(sys.argv[3], "w"))
+json.dump(report, open(sys.argv[4], "w"))
 EOF
 }
 export resume_set
-step resume 90 bash -c "$(declare -f resume_check); resume_check"
+step resume 110 bash -c "$(declare -f resume_check); resume_check"
 
 # summary.json: every step's status, exit code and seconds with what it measured
 "$py" - "$out" "$(( $(date +%s) - started ))" "$quick" <<'EOF'
