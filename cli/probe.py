@@ -89,7 +89,7 @@ def probe_command(
     with user_errors():
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(directory / "probe.json", record)
+            atomic_write_json(directory / "probe.json", record, inline_lists=True)  # per-item lists: a line each
         except OSError as err:  # an unwritable --out: one line, not a traceback (the table is printed above)
             raise ConfigError(f"cannot write {directory / 'probe.json'}: {err.strerror or err}") from None
     console.print(f"wrote {directory / 'probe.json'}", markup=False)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,8 +42,32 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+def atomic_write_json(path: str | Path, obj: Any, inline_lists: bool = False) -> None:
+    """``obj`` as indented JSON; with ``inline_lists``, each list of plain values on one line (a record of
+    per-item gold and predictions, one value a line, took twice the bytes)."""
+    atomic_write_text(path, json_text(obj, inline_lists))
+
+
+def json_text(obj: Any, inline_lists: bool = False) -> str:
+    """What :func:`atomic_write_json` writes: ``json.dumps(obj, indent=2)`` and a newline; with
+    ``inline_lists``, lists holding no list or dict printed on one line (``json.loads`` reads the same)."""
+    if not inline_lists:
+        return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    inlined: list[str] = []
+    tag = uuid.uuid4().hex  # placeholders no string of obj can equal
+
+    def mark(value: Any) -> Any:  # each flat list becomes a placeholder string, filled in after indenting
+        if isinstance(value, dict):
+            return {k: mark(v) for k, v in value.items()}
+        if isinstance(value, list) and not any(isinstance(v, (list, dict)) for v in value):
+            inlined.append(json.dumps(value, ensure_ascii=False))
+            return f"{tag}:{len(inlined) - 1}"
+        if isinstance(value, list):
+            return [mark(v) for v in value]
+        return value
+
+    text = json.dumps(mark(obj), indent=2, ensure_ascii=False)
+    return re.sub(f'"{tag}:(\\d+)"', lambda m: inlined[int(m.group(1))], text) + "\n"
 
 
 def atomic_torch_save(path: str | Path, obj: Any) -> None:
