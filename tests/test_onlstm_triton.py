@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import cn3.layers.onlstm as onlstm
 from cn3.attention import padding_mask
+from cn3.layers import onlstm
 from cn3.layers.onlstm import ONLSTM
 from tests.triton_interpreter import run_interpreter_cases
 

@@ -44,7 +44,14 @@ from cn3.experiment.cell import LOG
 from cn3.experiment.launchers import Job, Launcher, LocalLauncher
 from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
-from cn3.run_dir import GOLD_DIR, RunDir, compact_run, finished, read_results, split_scores
+from cn3.run_dir import (
+    GOLD_DIR,
+    RunDir,
+    compact_run,
+    finished,
+    read_results,
+    split_scores,
+)
 from cn3.runtime import sigterm_as_interrupt
 from cn3.util.atomic import atomic_write_json, atomic_write_text
 from cn3.util.console import console
@@ -238,8 +245,10 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
     started = time.time()
     invocation = f"{os.getpid()}@{started:.3f}"
 
+    device = _local_device() if launcher.name == "local" else None  # once: it is asked at every state change
+
     def record() -> None:
-        _write_grid(spec, cells, states, started, jobs, threads, invocation, launcher.name)
+        _write_grid(spec, cells, states, started, jobs, threads, invocation, launcher.name, device)
 
     record()
     running: list[CellState] = []
@@ -312,11 +321,11 @@ def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: i
 
 
 def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int | None,
-                threads: int, invocation: str, launcher: str = "local") -> None:
+                threads: int, invocation: str, launcher: str = "local", device: str | None = None) -> None:
     """``<grid>/grid.json``: the spec, every cell's last state (and the worker it ran on), and one entry
     per ``run`` invocation (its wall time so far, launcher, jobs, threads, how many cells it trained
-    and, for the local launcher, the device its cells' ``--device auto`` takes: the GPU's name or
-    ``cpu``), so the report can state the grid's wall time however many times it was stopped and
+    and ``device``, for the local launcher the device its cells' ``--device auto`` takes: the GPU's
+    name or ``cpu``), so the report can state the grid's wall time however many times it was stopped and
     continued, and on what.
 
     Several runners may share a grid (each trains what nobody else is): each updates its own
@@ -358,14 +367,16 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
         mine = {"id": invocation, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "wall_seconds": round(time.time() - started, 1), "launcher": launcher, "jobs": jobs,
                 "threads": threads, "cells_trained": sum(s.submitted is not None for s in states),
-                **({"device": _local_device()} if launcher == "local" else {})}
+                **({"device": device} if device else {})}
         invocations = [i for i in record.get("invocations", []) if i.get("id") != invocation]
         atomic_write_json(grid / "grid.json", {"spec": str(spec.path), "invocations": [*invocations, mine],
                                                "cells": cells_record})
 
 
 def _local_device() -> str:
-    """What ``--device auto`` gives a cell on this machine (a cluster's workers may differ: not recorded)."""
+    """What ``--device auto`` gives a cell on this machine (a cluster's workers may differ: not recorded).
+    Naming the GPU opens a CUDA context in the runner; its cells are separate processes (exec'd, not
+    forked from it), so they are not affected."""
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
 
 
