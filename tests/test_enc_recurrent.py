@@ -75,3 +75,11 @@ def test_sentence_transformer_is_projection_norm_positions_layers_and_final_norm
     torch.testing.assert_close(h, enc.final_norm(state))
     assert len(info["alphas"]) == 2 and info["alphas"][0].shape == (1, 4, 4)  # head-averaged, outside training
     torch.testing.assert_close(info["alphas"][0].sum(-1), torch.ones(1, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("encoder", ["lstm", "onlstm", "onlstm_san"])
+def test_rnn_residual_reaches_the_recurrent_stack(encoder):
+    args = {"in_dim": 8, "d": 8, "layers": 3, "heads": 2, "ff": 16, "level": "translation"}
+    on = build_encoder(encoder, EncoderArgs(**args, rnn=RecurrentOptions(layers=2, chunk_size=2, residual=True)))
+    off = build_encoder(encoder, EncoderArgs(**args, rnn=RecurrentOptions(layers=2, chunk_size=2)))
+    assert on.rnn.residual and not off.rnn.residual

@@ -248,3 +248,30 @@ def test_autocast_runs_close_to_fp32():
     assert (out[1, 2:] == 0).all()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
                for p in layer.parameters())
+
+
+@pytest.mark.parametrize("cell", ["onlstm", "lstm"])
+def test_residual_stack_adds_each_later_layers_input(cell):
+    """GNMT's residual: ``x_1 = f_0(x_0)`` (the first layer may change the width), then
+    ``x_{l+1} = x_l + f_l(x_l)``; padding stays zero and the rows do not see each other."""
+    torch.manual_seed(5)
+    stack = RecurrentStack(8, 3, cell, chunk_size=2, in_dim=5, residual=True).eval().double()
+    plain = RecurrentStack(8, 3, cell, chunk_size=2, in_dim=5).eval().double()
+    plain.load_state_dict(stack.state_dict())
+    x = torch.randn(2, 6, 5, dtype=torch.float64)
+    mask = padding_mask(torch.tensor([6, 4]))
+
+    def layer(i, inp):  # one layer of the plain stack alone
+        one = RecurrentStack(8, 1, cell, chunk_size=2, in_dim=inp.shape[-1]).eval().double()
+        one.layers[0].load_state_dict(plain.layers[i].state_dict())
+        return one(inp, mask)
+
+    x1 = layer(0, x)
+    x2 = x1 + layer(1, x1)
+    expected = x2 + layer(2, x2)
+    out = stack(x, mask)
+    torch.testing.assert_close(out, expected)
+    assert not torch.allclose(out, plain(x, mask))
+    assert (out[1, 4:] == 0).all()
+    alone = stack(x[1:, :4], torch.ones(1, 4, dtype=torch.bool))
+    torch.testing.assert_close(out[1, :4], alone[0])

@@ -58,6 +58,10 @@ class RecurrentOptions:
             (sentence tasks: bidirectional, as the CN3 paper's LSTM baseline; translation: left to
             right, as Hao et al.).
         shortcut: add the recurrent stack's output to the SAN stack's output (eq. 10).
+        residual: residual connections between the recurrent layers (each after the first adds its
+            input to its output, as GNMT); for deep stacks (hao-table1's 6-layer LSTM and ON-LSTM),
+            which learn slowly without them. Applies to ``lstm``, ``onlstm`` and the recurrent part of
+            ``lstm_san``/``onlstm_san``.
     """
 
     layers: int = 1
@@ -65,6 +69,7 @@ class RecurrentOptions:
     order: Literal["rnn_first", "san_first"] = "rnn_first"
     bidirectional: bool | None = None
     shortcut: bool = True
+    residual: bool = False
 
     def validate(self, prefix: str = "model.rnn.") -> None:
         if self.layers < 1 or (self.chunk_size is not None and self.chunk_size < 1):

@@ -54,9 +54,10 @@ class RecurrentEncoder(nn.Module):
     common interface. Shapes as :class:`ElmanRNN`."""
 
     def __init__(self, in_dim: int, d: int, layers: int, cell: str, chunk_size: int = 8,
-                 bidirectional: bool = True, dropout: float = 0.0):
+                 bidirectional: bool = True, dropout: float = 0.0, residual: bool = False):
         super().__init__()
-        self.rnn = RecurrentStack(d, layers, cell, chunk_size, bidirectional, dropout, in_dim=in_dim)
+        self.rnn = RecurrentStack(d, layers, cell, chunk_size, bidirectional, dropout, in_dim=in_dim,
+                                  residual=residual)
         self.out_dim = d
 
     def reset_parameters(self) -> None:
@@ -132,7 +133,7 @@ def _rnn(a: EncoderArgs) -> nn.Module:
 
 def _recurrent(a: EncoderArgs, cell: str) -> nn.Module:
     bidirectional, chunk = _stack_shape(a, cell)
-    return RecurrentEncoder(a.in_dim, a.d, a.layers, cell, chunk, bidirectional, a.dropout)
+    return RecurrentEncoder(a.in_dim, a.d, a.layers, cell, chunk, bidirectional, a.dropout, a.rnn.residual)
 
 
 @register("lstm", "Hochreiter & Schmidhuber 1997 (BiLSTM on sentences; CN3 paper's LSTM row, Hao et al.'s LSTM)",
@@ -157,7 +158,8 @@ def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
     check_heads(a)
     rnn_first = a.rnn.order == "rnn_first"
     bidirectional, chunk = _stack_shape(a, cell)
-    rnn = RecurrentStack(a.d, k, cell, chunk, bidirectional, a.dropout, in_dim=a.in_dim if rnn_first else a.d)
+    rnn = RecurrentStack(a.d, k, cell, chunk, bidirectional, a.dropout, in_dim=a.in_dim if rnn_first else a.d,
+                         residual=a.rnn.residual)
     h = a.hybrid
     san = SelfAttentionEncoder(a.d if rnn_first else a.in_dim, a.d, a.layers - k, a.heads, a.ff_width, a.dropout,
                                a.attention_dropout, a.norm, a.positions and not rnn_first, 0, h.window)

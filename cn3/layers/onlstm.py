@@ -613,15 +613,19 @@ class RecurrentStack(nn.Module):
         bidirectional: each layer is a forward and a backward half of width ``d_model // 2``.
         dropout: between layers.
         in_dim: input width of the first layer (default ``d_model``).
+        residual: each layer after the first adds its input to its output (``x_{l+1} = x_l + f_l(x_l)``,
+            Wu et al. 2016, GNMT): without it a deep stack learns slowly (Hao et al.'s 6-layer LSTM
+            reached 9.3 dev BLEU on Multi30k after 16 epochs, against the 3-layer stacks' 30-32).
 
     Init: ON-LSTM as :meth:`ONLSTM.reset_parameters`; ``nn.LSTM`` keeps torch's standard
     ``U(-1/sqrt(h), 1/sqrt(h))``.
     """
 
     def __init__(self, d_model: int, layers: int, cell: str = "onlstm", chunk_size: int = 8,
-                 bidirectional: bool = False, dropout: float = 0.0, in_dim: int | None = None):
+                 bidirectional: bool = False, dropout: float = 0.0, in_dim: int | None = None,
+                 residual: bool = False):
         super().__init__()
-        self.cell, self.bidirectional, self.dropout = cell, bidirectional, dropout
+        self.cell, self.bidirectional, self.dropout, self.residual = cell, bidirectional, dropout, residual
         width = d_model // 2 if bidirectional else d_model
         directions = 2 if bidirectional else 1
         inputs = [in_dim or d_model] + [d_model] * (layers - 1)
@@ -643,14 +647,16 @@ class RecurrentStack(nn.Module):
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         lengths = mask.sum(1)
         for i, layer in enumerate(self.layers):
-            if i:
-                x = nn.functional.dropout(x, self.dropout, self.training)
+            inp = nn.functional.dropout(x, self.dropout, self.training) if i else x
             if self.cell == "lstm":
-                x = run_packed(layer, x, mask)
+                out = run_packed(layer, inp, mask)  # (B, N, d_model), zero at padding
             else:
-                outs = [layer[0](x, mask)[0]]
+                outs = [layer[0](inp, mask)[0]]
                 if self.bidirectional:
-                    back = layer[1](reverse_padded(x, lengths), mask)[0]
+                    back = layer[1](reverse_padded(inp, lengths), mask)[0]
                     outs.append(reverse_padded(back, lengths))
-                x = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
+                out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
+            # x_{l+1} = x_l + f_l(x_l) from the second layer on (the first may change the width); the
+            # dropped-out input feeds the layer, the sum carries the undropped one (GNMT's residual).
+            x = x + out if self.residual and i else out
         return x
