@@ -8,15 +8,19 @@
 # A translation cell takes about 50 minutes on one CPU core and 2.2-2.6 minutes on an H200 with four
 # cells side by side (--jobs 4 --threads 2: 1.7 cells a minute; --jobs 12 gave 1.35); on an H100 four
 # 6-layer SAN cells took 170-177 s side by side, while three ON-LSTM+SAN cells beside one SAN were not
-# done after 247 s (2026-11-26, the plain ON-LSTM scan; `auto` now runs the Triton scan at their hidden
-# size 128, unmeasured in a training). So the script runs rounds of at most four cells, each round one
+# done after 247 s (2026-11-26, the plain ON-LSTM scan); with the Triton scan (`auto`, hidden 128) four
+# ON-LSTM+SAN cells took 198-215 s side by side on an H200 (2026-11-26). So the script runs rounds of at most four cells, each round one
 # or two `cn3 experiment run` invocations side by side (runners share a grid), and starts a round only
 # while ROUND_SECONDS (default 300) still fit in the budget (default 540 s, so a device session of 15
 # minutes keeps room for the machine's start). With the plain scan an ON-LSTM round needs most of a
-# call, so run it alone in a session (no gpu_check before it), at most 560 s a call.
+# call, so run it alone in a session (no gpu_check before it), at most 560 s a call; a warm machine
+# with over 300 s of device time left takes one more round (GPU_CLAIMS_ROUNDS=LINE, SECONDS 330).
 # A round cut by the budget leaves interrupted cells whose checkpoints do not come back: they start
 # again next time; every finished cell is reused (grids skip finished cells), so running the script
 # again in the next GPU session continues where this one stopped.
+# A second call on the same warm machine gets this tree again (the tracked grid.json as committed
+# here): extract the first call's claims.tar.xz before it, or its grid.json will lack the first call's
+# invocations (the cells' own records are kept either way).
 #
 # What comes back (claims.tar.xz): each touched grid's records as docs/runs keeps them (no
 # checkpoints, subword models, vocabularies, curves or translations: docs/runs/.gitignore) and its
@@ -40,13 +44,9 @@ stamp=$(mktemp)   # files newer than this are what the rounds wrote
 
 # One round a line: up to two invocations side by side, separated by " ; ", each "SPEC ARGS..."
 # (what `cn3 experiment run` takes after the command); cells already finished are skipped, so a line
-# whose cells are done costs seconds. The order is the issue's: ON-LSTM+SAN's fifth seed (the 6-layer
-# SAN is done at 5 seeds on an H100, ON-LSTM+SAN's seeds 1-4 on the CPU), the short-cut, Table 2's
-# other order, the other Table 1 rows, then the window.
-ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=onlstm+san --only seed=5 ; hao-table1 --only variant=onlstm+san-noshortcut --only seed=1,2,3
-hao-table1 --only variant=onlstm+san-noshortcut --only seed=4,5 ; hao-table2 --only variant=san-first --only seed=1,2
-hao-table2 --only variant=san-first --only seed=3,4,5
-hao-table1 --only variant=lstm,onlstm --only seed=1,2
+# whose cells are done costs seconds. The order is the issue's: hao-table1's other rows (ON-LSTM+SAN,
+# its no-short-cut twin, the SAN and hao-table2 are done at 5 seeds), then the window's seeds 2-3.
+ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=lstm,onlstm --only seed=1,2
 hao-table1 --only variant=lstm+san --only seed=1,2 ; xu-window --only variant=m2,m3 --only seed=2
 xu-window --only variant=m4,m5 --only seed=2 ; xu-window --only variant=m2,m3 --only seed=3
 xu-window --only variant=m4,m5 --only seed=3 ; hao-table1 --only variant=lstm,onlstm --only seed=3
@@ -89,7 +89,8 @@ done <<< "$ROUNDS"
 # The records of every grid touched: the files written since the start (the machine's copy of the
 # tree may have no .git), less the large ones docs/runs/.gitignore leaves out anyway; what else it
 # ignores (the untested splits' predictions, locks) stays ignored when extracted here.
-mapfile -t touched < <(printf '%s\n' "${grids[@]}" | sort -u)
+touched=()   # (printf of an empty list prints one empty line: no round, no grid)
+[ ${#grids[@]} -gt 0 ] && mapfile -t touched < <(printf '%s\n' "${grids[@]}" | sort -u)
 files=$(mktemp)
 for g in "${touched[@]}"; do
     [ -d "$runs/$g" ] && find "$runs/$g" -type f -newer "$stamp" >> "$files"
