@@ -42,16 +42,18 @@ runs=${GPU_CLAIMS_RUNS:-docs/runs/experiments}   # (tests point it elsewhere)
 started=$(date +%s)
 stamp=$(mktemp)   # files newer than this are what the rounds wrote
 
-# One round a line: up to two invocations side by side, separated by " ; ", each "SPEC ARGS..."
+# One round a line: invocations side by side (four cells in all at most), separated by " ; ", each "SPEC ARGS..."
 # (what `cn3 experiment run` takes after the command); cells already finished are skipped, so a line
 # whose cells are done costs seconds. The order is the issue's: hao-table1's other rows (ON-LSTM+SAN,
-# its no-short-cut twin, the SAN and hao-table2 are done at 5 seeds), then the window's seeds 2-3.
+# its no-short-cut twin, the SAN and hao-table2's orders with the short-cut are done at 5 seeds), Table 2's
+# order without the short-cut (the paper's rows), then the window's seeds 2-3.
 ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=lstm,onlstm --only seed=1,2
-hao-table1 --only variant=lstm+san --only seed=1,2 ; xu-window --only variant=m2,m3 --only seed=2
-xu-window --only variant=m4,m5 --only seed=2 ; xu-window --only variant=m2,m3 --only seed=3
-xu-window --only variant=m4,m5 --only seed=3 ; hao-table1 --only variant=lstm,onlstm --only seed=3
-hao-table1 --only variant=lstm+san --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=4
-hao-table1 --only variant=onlstm --only seed=4,5 ; hao-table1 --only variant=lstm --only seed=5"}
+hao-table2 --only variant=san-first-noshortcut --only seed=1,2,3,4
+hao-table1 --only variant=lstm+san --only seed=1,2 ; hao-table2 --only variant=san-first-noshortcut --only seed=5 ; xu-window --only variant=m2 --only seed=2
+xu-window --only variant=m3,m4,m5 --only seed=2 ; xu-window --only variant=m2 --only seed=3
+xu-window --only variant=m3,m4,m5 --only seed=3 ; hao-table1 --only variant=lstm --only seed=3
+hao-table1 --only variant=onlstm --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=4
+hao-table1 --only variant=lstm+san --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=5"}
 
 log() { echo "[gpu_claims $(( $(date +%s) - started )) s] $*" | tee -a "$out/gpu_claims.log"; }
 

@@ -64,7 +64,7 @@ FIRST = ("lstm", "pdgraph", "cn3")  # the rows issue 32 asks on the six tasks th
 PLANNED = [
     # (a) Hao et al. Table 1 at the paper's layer counts, Table 2's both orders: 5 seeds each
     Planned("hao-table1", "multi30k", ("san", "lstm", "onlstm", "lstm+san", "onlstm+san", "onlstm+san-noshortcut"), 5),
-    Planned("hao-table2", "multi30k", ("onlstm-first", "san-first"), 5),
+    Planned("hao-table2", "multi30k", ("onlstm-first", "san-first", "onlstm-first-noshortcut", "san-first-noshortcut"), 5),
     # (b) Xu et al. Table 1 at 5 seeds, the window at 3
     Planned("xu-table1", "multi30k", ("transformer", "local", "hybrid-gate", "hybrid-concat"), 5),
     Planned("xu-window", "multi30k", ("m1", "m2", "m3", "m4", "m5"), 3),
