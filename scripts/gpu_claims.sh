@@ -27,7 +27,8 @@
 # grid.json, whose invocations name the device (recorded by the runner since 2026-11-26). Extract it
 # over the tree, commit the cells, and re-render the reports with RESULTS.md's commands.
 #
-# Prepare on the CPU machine: GPU_DATA="multi30k" bash ../shared/gpu/bundle.sh   (carry [".gpu"])
+# Prepare on the CPU machine: GPU_DATA="multi30k ud_english_ewt nltk_data" bash ../shared/gpu/bundle.sh
+# (carry [".gpu"]; the last two are the probing data).
 set -uo pipefail
 
 out=${1:?usage: scripts/gpu_claims.sh OUT_DIR [SECONDS]}
@@ -46,16 +47,42 @@ stamp=$(mktemp)   # files newer than this are what the rounds wrote
 # (what `cn3 experiment run` takes after the command); cells already finished are skipped, so a line
 # whose cells are done costs seconds. The order is the issue's: hao-table1's other rows (ON-LSTM+SAN,
 # its no-short-cut twin, the SAN and hao-table2's orders with the short-cut are done at 5 seeds), Table 2's
-# order without the short-cut (the paper's rows), then the window's seeds 2-3.
+# order without the short-cut (the paper's rows), the 6-layer SAN again where it is probed (below), then
+# the window's seeds 2-3.
 ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=lstm,onlstm --only seed=1,2
 hao-table2 --only variant=san-first-noshortcut --only seed=1,2,3,4
-hao-table1 --only variant=lstm+san --only seed=1,2 ; hao-table2 --only variant=san-first-noshortcut --only seed=5 ; xu-window --only variant=m2 --only seed=2
-xu-window --only variant=m3,m4,m5 --only seed=2 ; xu-window --only variant=m2 --only seed=3
-xu-window --only variant=m3,m4,m5 --only seed=3 ; hao-table1 --only variant=lstm --only seed=3
-hao-table1 --only variant=onlstm --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=4
-hao-table1 --only variant=lstm+san --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=5"}
+hao-table1 --budget probed --no-reuse ; hao-table2 --only variant=san-first-noshortcut --only seed=5 ; xu-window --only variant=m2 --only seed=2
+hao-table1 --only variant=lstm+san --only seed=1,2 ; xu-window --only variant=m3,m4 --only seed=2
+xu-window --only variant=m5 --only seed=2 ; xu-window --only variant=m2,m3,m4 --only seed=3
+xu-window --only variant=m5 --only seed=3 ; hao-table1 --only variant=lstm --only seed=3,4 ; hao-table1 --only variant=onlstm --only seed=3
+hao-table1 --only variant=onlstm --only seed=4,5 ; hao-table1 --only variant=lstm --only seed=5 ; hao-table1 --only variant=lstm+san --only seed=3
+hao-table1 --only variant=lstm+san --only seed=4,5"}
+
+# Probes, one a line, "RUN_DIR PROBE_DIR [cn3 probe options]": after each round, a run that now has
+# its checkpoint (best.pt) and no probe.json in PROBE_DIR yet is probed here, since checkpoints never
+# come back. The default probes hao-table1's 6-layer SAN (Hao et al. Table 3's baseline), trained again
+# for it by the `probed` budget's round; its probing data must travel: bundle GPU_DATA="multi30k
+# ud_english_ewt nltk_data". The probes come back in claims.tar.xz beside the records.
+PROBES=${GPU_CLAIMS_PROBES-"$runs/hao-table1-probed/multi30k/san/seed1 docs/runs/probing/nmt-san6-seed1
+$runs/hao-table1-probed/multi30k/san/seed2 docs/runs/probing/nmt-san6-seed2"}
 
 log() { echo "[gpu_claims $(( $(date +%s) - started )) s] $*" | tee -a "$out/gpu_claims.log"; }
+
+probed=()
+probe_ready() {
+    local line a left
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        read -ra a <<< "$line"
+        [ -f "${a[0]}/best.pt" ] && [ ! -f "${a[1]}/probe.json" ] || continue
+        left=$(( budget - ($(date +%s) - started) ))
+        [ "$left" -gt 0 ] || { log "probe of ${a[0]} not started: the budget is spent"; continue; }
+        log "probe: ${a[0]} -> ${a[1]}"
+        timeout -s TERM -k 30 "$left" "$py" -m cli probe "${a[0]}" --out "${a[1]}" "${a[@]:2}" \
+            > "$out/probe.$(basename "${a[1]}").log" 2>&1 < /dev/null || log "probe of ${a[0]} exited $?"
+        probed+=("${a[1]}")
+    done <<< "$PROBES"
+}
 
 grids=()
 round=0
@@ -86,6 +113,7 @@ while IFS= read -r line; do
         wait "$pid"; rc=$?
         [ "$rc" = 0 ] || log "round $round: an invocation exited $rc (its log: round$round.*.log)"
     done
+    probe_ready
 done <<< "$ROUNDS"
 
 # The records of every grid touched: the files written since the start (the machine's copy of the
@@ -97,6 +125,9 @@ files=$(mktemp)
 for g in "${touched[@]}"; do
     [ -d "$runs/$g" ] && find "$runs/$g" -type f -newer "$stamp" >> "$files"
 done
+for d in "${probed[@]}"; do
+    [ -d "$d" ] && find "$d" -type f -newer "$stamp" >> "$files"
+done
 tar -cJf "$out/claims.tar.xz" --exclude='*.pt' --exclude='spm.*' --exclude=vocab.json --exclude=curves.png \
     --exclude=translations --exclude=tensorboard --exclude=experiment.log --exclude='.*.lock' -T "$files"
-log "packed the records of ${#touched[@]} grids ($(tar -tJf "$out/claims.tar.xz" | wc -l) files) into claims.tar.xz; $(( $(date +%s) - started )) s in all"
+log "packed the records of ${#touched[@]} grids and ${#probed[@]} probes ($(tar -tJf "$out/claims.tar.xz" | wc -l) files) into claims.tar.xz; $(( $(date +%s) - started )) s in all"

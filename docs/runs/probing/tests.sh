@@ -24,7 +24,10 @@ compare() {
 
 compare nmt-local nmt-transformer                # Xu et al. Table 3: local attention against the transformer
 compare nmt-hybrid nmt-transformer               # ... and hybrid (per-token gate)
-compare nmt-onlstm_san nmt-transformer           # Hao et al. Table 3: ON-LSTM+SAN against SAN
+compare nmt-onlstm_san nmt-transformer           # ON-LSTM+SAN against the 3-layer transformer of xu-table1
+if ls -d $P/nmt-san6-seed* > /dev/null 2>&1; then   # Hao et al. Table 3: against its own baseline, the 6-layer SAN
+    compare nmt-onlstm_san nmt-san6                 # (scripts/gpu_claims.sh trains it again and probes it on a GPU)
+fi
 compare nmt-onlstm_san nmt-onlstm_san --features H_onlstm --against-features H_san   # its two stacks apart
 compare trec-cn3 trec-lstm                       # CN3 against the LSTM, both trained on TREC
 compare nmt-transformer trec-lstm                # a translation encoder against a TREC one (length)
