@@ -65,6 +65,7 @@ PLANNED = [
     # (a) Hao et al. Table 1 at the paper's layer counts, Table 2's both orders: 5 seeds each
     Planned("hao-table1", "multi30k", ("san", "lstm", "onlstm", "lstm+san", "onlstm+san", "onlstm+san-noshortcut"), 5),
     Planned("hao-table2", "multi30k", ("onlstm-first", "san-first", "onlstm-first-noshortcut", "san-first-noshortcut"), 5),
+    Planned("hao-table1-probed", "multi30k", ("san",), 2),  # the 6-layer SAN again where it is probed (Table 3)
     # (b) Xu et al. Table 1 at 5 seeds, the window at 3
     Planned("xu-table1", "multi30k", ("transformer", "local", "hybrid-gate", "hybrid-concat"), 5),
     Planned("xu-window", "multi30k", ("m1", "m2", "m3", "m4", "m5"), 3),
@@ -146,10 +147,15 @@ def projection() -> tuple[int, list[str]]:
         left = max(plan.cells - len(present), 0)
         if present:
             each, how, gold = sum(present) / len(present), "measured", 0
-        else:  # the estimate, or what the task's cells in other grids take if more
+        elif plan.task in ESTIMATES:  # the estimate, or what the task's cells in other grids take if more
             others = [size for (grid, task, _), size in sizes.items() if task == plan.task]
             extra, gold_fold = ESTIMATES[plan.task]
             each, how, gold = max([common + extra, *others]), "estimated", gold_fold * plan.folds
+        else:  # a new grid of a task other grids have cells of: their largest cell, and a copy of their gold
+            grids = {grid for (grid, task, _) in sizes if task == plan.task}
+            each = max(size for (grid, task, _), size in sizes.items() if task == plan.task)
+            gold = max(sum(p.stat().st_size for p in tracked if GRIDS / g / "gold" in p.parents) for g in grids)
+            how = "as in its task's other grids"
         total += round(left * each) + gold
         lines.append(f"{plan.grid} {plan.task}: {left} of {plan.cells} cells to come, {each / 1e3:.1f} KB each "
                      f"({how}){f', gold {gold / 1e3:.0f} KB' if gold else ''}")
