@@ -30,7 +30,9 @@ mkdir -p "$scratch"
 report docs/runs/liu-table3-cpu liu-table3 --budget cpu --only task=trec,sick,conll2000
 report docs/runs/liu-table3-cpu/vs-pdgraph liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline pdgraph
 report docs/runs/liu-table3-cpu/sst2 liu-table3 --budget cpu --only task=sst2
-runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test liu-table3 --budget cpu --only task=sst2 --only variant=lstm,cn3
+runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test liu-table3 --budget cpu --only task=sst2
+runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-pdgraph liu-table3 --budget cpu --only task=sst2 --baseline pdgraph
+runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-cn3 liu-table3 --budget cpu --only task=sst2 --baseline cn3
 report docs/runs/liu-table3-cpu/vs-cn3 liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline cn3
 report docs/runs/liu-table3-cpu-rest liu-table3 --budget cpu-rest
 report docs/runs/liu-table3-cpu-rest/vs-pdgraph liu-table3 --budget cpu-rest --baseline pdgraph
