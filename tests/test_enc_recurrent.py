@@ -82,4 +82,8 @@ def test_rnn_residual_reaches_the_recurrent_stack(encoder):
     args = {"in_dim": 8, "d": 8, "layers": 3, "heads": 2, "ff": 16, "level": "translation"}
     on = build_encoder(encoder, EncoderArgs(**args, rnn=RecurrentOptions(layers=2, chunk_size=2, residual=True)))
     off = build_encoder(encoder, EncoderArgs(**args, rnn=RecurrentOptions(layers=2, chunk_size=2)))
+    off.load_state_dict(on.state_dict())  # the same weights: only the residual differs
+    x, mask = torch.randn(2, 4, 8), torch.ones(2, 4, dtype=torch.bool)
+    on.eval(), off.eval()
     assert on.rnn.residual and not off.rnn.residual
+    assert not torch.allclose(on(x, mask)[0], off(x, mask)[0])

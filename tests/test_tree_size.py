@@ -146,17 +146,16 @@ def projection() -> tuple[int, list[str]]:
         present = [size for (grid, task, cell), size in sizes.items() if grid == plan.grid and _matches(plan.task, task)
                    and cell.split("/")[1] in plan.variants]
         left = max(plan.cells - len(present), 0)
+        others = {(grid, cell): size for (grid, task, cell), size in sizes.items() if task == plan.task}
         if present:
             each, how, gold = sum(present) / len(present), "measured", 0
         elif plan.task in ESTIMATES:  # the estimate, or what the task's cells in other grids take if more
-            others = [size for (grid, task, _), size in sizes.items() if task == plan.task]
             extra, gold_fold = ESTIMATES[plan.task]
-            each, how, gold = max([common + extra, *others]), "estimated", gold_fold * plan.folds
+            each, how, gold = max([common + extra, *others.values()]), "estimated", gold_fold * plan.folds
         else:  # a new grid of a task other grids have cells of: their largest cell, and a copy of their gold
-            grids = {grid for (grid, task, _) in sizes if task == plan.task}
-            each = max(size for (grid, task, _), size in sizes.items() if task == plan.task)
-            gold = max(sum(p.stat().st_size for p in tracked if GRIDS / g / "gold" in p.parents) for g in grids)
-            how = "as in its task's other grids"
+            each, how = max(others.values()), "as in its task's other grids"
+            gold = max(sum(p.stat().st_size for p in tracked if GRIDS / g / "gold" in p.parents)
+                       for g in {grid for grid, _ in others})
         total += round(left * each) + gold
         lines.append(f"{plan.grid} {plan.task}: {left} of {plan.cells} cells to come, {each / 1e3:.1f} KB each "
                      f"({how}){f', gold {gold / 1e3:.0f} KB' if gold else ''}")
