@@ -7,6 +7,15 @@ import typer
 from cn3.util.console import console
 
 
+def _family_options(options: tuple[str, ...]) -> str:
+    """``("rnn.layers", "rnn.order")`` -> ``"rnn: layers, order"``: one line per family section."""
+    by_family: dict[str, list[str]] = {}
+    for option in options:
+        family, key = option.split(".")
+        by_family.setdefault(family, []).append(key)
+    return "\n".join(f"{family}: {', '.join(keys)}" for family, keys in by_family.items()) or "-"
+
+
 def encoders_command(
     names: bool = typer.Option(False, "--names", help="Print the names only, one per line (for scripts)."),
 ) -> None:
@@ -15,7 +24,9 @@ def encoders_command(
 
     Pick one with `--set model.encoder=NAME` (`cn3 train`) or `--encoder NAME` (`cn3 nmt train`). An
     encoder that needs dependency trees serves only data prepared with a parser (gold trees, spacy or
-    stanza); `cn3 train` says so before anything trains.
+    stanza); `cn3 train` says so before anything trains. "family options" are the sections of
+    `model.*` (hybrid, rnn, selfatt, cnn, cn3; CN3's are plain `model.*` keys on sentence tasks) the
+    encoder reads; a `--set` of another family's option changes nothing, and the train commands warn.
 
     Examples:
 
@@ -38,7 +49,7 @@ def encoders_command(
         return
     table = Table(title="cn3 encoders (sentence sizes: model.hidden 150 per direction, so d = 300; "
                         "50-d words, 6 classes)")
-    for col in ("name", "paper", "needs", "levels", "default layers", "parameters"):
+    for col in ("name", "paper", "needs", "levels", "default layers", "parameters", "family options"):
         table.add_column(col)
     for spec in ENCODERS.values():
         needs = ["dependency trees"] if spec.needs_trees else []
@@ -47,5 +58,5 @@ def encoders_command(
         model = SentenceGraphModel(ModelConfig(encoder=spec.name), ModelArgs("graph", 6, 1000, 50, 0, 11, 81))
         params = sum(p.numel() for p in model.encoder.parameters())
         table.add_row(spec.name, spec.paper, "; ".join(needs) or "-", ", ".join(LEVEL_NAMES[lv] for lv in spec.levels),
-                      str(spec.default_layers), f"{params:,}")
+                      str(spec.default_layers), f"{params:,}", _family_options(spec.options))
     console.print(table)

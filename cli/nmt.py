@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from cli.train import Device
+from cli.train import Device, warn_ignored_options
 from cn3.encoders import ENCODERS
 from cn3.run_kinds import TRANSLATION
 from cn3.util.console import console
@@ -76,6 +76,7 @@ def train_command(
         if src is not None:
             flags.update({"data.corpus": "files", "data.train_src": src, "data.train_tgt": tgt})
         cfg, run_dir = TRANSLATION.resolve_run(None, flags, overrides or [], run_dir, resume, config)
+        warn_ignored_options(cfg.model, overrides or [])
         try:
             train(cfg, run_dir, resume=resume, device_name=device.value)
         except KeyboardInterrupt:

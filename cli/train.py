@@ -22,6 +22,21 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+def warn_ignored_options(model, overrides: list[str]) -> None:
+    """A ``--set`` family option the chosen encoder does not read is accepted (every encoder shares
+    the sections, and a spec may set them for all its variants) but changes nothing: say so before
+    anything trains, rather than let a run look like an ablation it is not."""
+    from rich.markup import escape
+
+    from cn3.encoders import get_spec, ignored_overrides
+
+    for key in ignored_overrides(model, overrides):
+        read = ", ".join(get_spec(model.encoder).options) or "none"
+        console.print(f"[yellow]warning[/]: --set {escape(key)} changes nothing: the {model.encoder} encoder does not "
+                      f"read it (the family options it reads: {read}; `cn3 encoders` lists them all)",
+                      highlight=False, soft_wrap=True)
+
+
 class Split(str, Enum):
     dev = "dev"
     test = "test"
@@ -65,6 +80,7 @@ def train_command(
             raise typer.BadParameter("give --task or --config")
         flags = {"data.prepared": prepared, "data.data": data, "train.seed": seed}
         cfg, run_dir = SENTENCE.resolve_run(task, flags, overrides or [], run_dir, resume, config)
+        warn_ignored_options(cfg.model, overrides or [])
         try:
             train(cfg, run_dir, resume=resume, device_name=device.value, command=shlex.join(["cn3", *sys.argv[1:]]))
         except KeyboardInterrupt:

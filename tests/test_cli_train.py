@@ -187,3 +187,16 @@ def test_an_encoder_needing_trees_fails_before_training_on_data_without(trained,
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "encoder 'treelstm' needs dependency trees" in result.output and "--annotator" in result.output
     assert not (tmp_path / "r" / "latest.pt").exists()
+
+
+def test_a_family_option_the_encoder_does_not_read_is_warned_of_before_training(trained, tmp_path):
+    """CN3's options are plain model.* keys on sentence tasks (TINY sets model.energy_dim); an LSTM
+    reads none of them, and trains all the same."""
+    _, prepared = trained
+    result = invoke("train", "--task", "trec", "--prepared", prepared, "--run-dir", tmp_path / "r",
+                    "--set", "model.encoder=lstm", "--set", "model.rnn.residual=true", *TINY)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: --set model.energy_dim changes nothing: the lstm encoder does not read it (the "
+                        "family options it reads: rnn.bidirectional, rnn.residual; `cn3 encoders` lists them all)"]
+    assert (tmp_path / "r" / "best.pt").is_file()

@@ -3,12 +3,14 @@ the facts the analysis, visualisation, probing and config checks read live there
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from cn3.config import ConfigError
 from cn3.encoders import ENCODERS, EncoderArgs, build_encoder
-from cn3.encoders.options import HybridOptions, RecurrentOptions
+from cn3.encoders.options import FAMILIES, CN3Options, HybridOptions, RecurrentOptions
 from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -57,3 +59,84 @@ def test_the_translation_config_checks_the_family_before_any_data():
         NMTModelConfig(encoder="lstm_san", encoder_layers=3, rnn=RecurrentOptions(layers=3)).validate()
     # a sentence config caps the hybrid layers at its depth instead (HybridOptions' docstring)
     build_encoder("hybrid", EncoderArgs(in_dim=8, d=8, layers=1, heads=2, hybrid=HybridOptions(layers=2)))
+
+
+#: values other than the base's (below) for every family option, valid at the base sizes
+ALTERNATIVES = {
+    "hybrid.layers": [1], "hybrid.window": [2], "hybrid.combine": ["concat"], "hybrid.gate_per_head": [True],
+    "rnn.layers": [1], "rnn.chunk_size": [2], "rnn.order": ["san_first"], "rnn.bidirectional": [True, False],
+    "rnn.shortcut": [False], "rnn.residual": [True],
+    "selfatt.hops": [2], "selfatt.att_hidden": [6], "selfatt.penalty": [0.5],
+    "cnn.widths": [[2]], "cnn.filters": [6], "cnn.window": [3],
+    "cn3.context": ["cnn", "none"], "cn3.context_layers": [2], "cn3.energy_dim": [6], "cn3.edge_attrs": [False],
+    "cn3.edge_dim": [4], "cn3.init_range": [0.2], "cn3.energy_heads": [2], "cn3.relative_positions": [2],
+}
+
+
+def _base(level: str) -> EncoderArgs:
+    """Sizes where every option can show: two recurrent layers under one SAN layer (a residual needs a
+    second layer), CN3's dependency edges on (their width needs them), dropout on (its draws seeded)."""
+    return EncoderArgs(in_dim=8, d=8, layers=3, heads=2, ff=16, dropout=0.1, attention_dropout=0.1, attr_dim=3,
+                       n_edge_types=5, level=level, rnn=RecurrentOptions(layers=2), cn3=CN3Options(edge_attrs=True))
+
+
+def _with(args: EncoderArgs, option: str, value) -> EncoderArgs:
+    family, key = option.split(".")
+    return dataclasses.replace(args, **{family: dataclasses.replace(getattr(args, family), **{key: value})})
+
+
+def _outcome(name: str, args: EncoderArgs) -> list[torch.Tensor]:
+    """Every parameter after the encoder's own init, its output and every tensor of its info (attention,
+    gates, Lin et al.'s penalty), from the same seeds in training mode."""
+    torch.manual_seed(0)
+    encoder = build_encoder(name, args).train()
+    inputs = torch.Generator().manual_seed(1)
+    batch, n = 2, 5
+    x, v = torch.randn(batch, n, 8, generator=inputs), torch.randn(batch, n, 3, generator=inputs)
+    mask = torch.ones(batch, n, dtype=torch.bool)
+    mask[1, 3:] = False
+    torch.manual_seed(2)
+    h, info = encoder(x, mask, v=v, edge_type=chain_tree(batch, n))
+    values = [*encoder.state_dict().values(), h]
+    for item in info.values():
+        values.extend(item if isinstance(item, list) else [item])
+    return [t.detach() for t in values if isinstance(t, torch.Tensor)]
+
+
+def _differs(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) != len(b) or any(x.shape != y.shape or not torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_an_encoder_reads_the_family_options_it_declares_and_no_other(name):
+    """``EncoderSpec.options`` is what ``cn3 encoders`` lists and the train commands warn from
+    (:func:`cn3.encoders.ignored_options`): each declared option changes the parameters, the output or
+    the info at some task level the encoder serves; every other family option changes nothing at any."""
+    assert set(ALTERNATIVES) == {f"{family}.{f.name}" for family, cls in FAMILIES.items()
+                                 for f in dataclasses.fields(cls)}, "give the new option an alternative value"
+    spec = ENCODERS[name]
+    changing = set()
+    for level in spec.levels:
+        base = _outcome(name, _base(level))
+        assert not _differs(base, _outcome(name, _base(level))), "the outcome is not reproducible"
+        changing |= {option for option, values in ALTERNATIVES.items()
+                     if any(_differs(base, _outcome(name, _with(_base(level), option, value))) for value in values)}
+    assert changing == set(spec.options), (sorted(changing - set(spec.options)), sorted(set(spec.options) - changing))
+
+
+def test_ignored_overrides_name_what_the_encoder_does_not_read_as_the_user_spelled_it():
+    from cn3.encoders import ignored_overrides
+    from cn3.nmt.config import NMTModelConfig
+    from cn3.sentence.config import ModelConfig
+
+    sets = ["model.rnn.residual=true", "model.hybrid.window=3", "model.cnn={filters: 3}", "model.hidden=20",
+            "train.lr=0.1", "model.energy_dim=50", "model.cn3.energy_dim=50"]
+    # sentence side: CN3's options are flat model.* keys; model.cn3.* is no key there (from_dict refuses it)
+    assert ignored_overrides(ModelConfig(encoder="lstm"), sets[:6]) == [
+        "model.hybrid.window", "model.cnn", "model.energy_dim"]
+    assert ignored_overrides(ModelConfig(encoder="cn3"), sets[:6]) == ["model.rnn.residual", "model.hybrid.window",
+                                                                       "model.cnn"]
+    assert ignored_overrides(NMTModelConfig(encoder="hybrid"), [sets[0], *sets[2:5], sets[6]]) == [
+        "model.rnn.residual", "model.cnn", "model.cn3.energy_dim"]
+    assert ignored_overrides(NMTModelConfig(encoder="onlstm_san"), sets) == [
+        "model.hybrid.window", "model.cnn", "model.cn3.energy_dim"]

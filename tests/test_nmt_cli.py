@@ -206,3 +206,20 @@ def test_learning_rate_warms_up_then_decays():
     assert learning_rate(100, 1e-3, 100) == pytest.approx(1e-3)
     assert learning_rate(400, 1e-3, 100) == pytest.approx(5e-4)
     assert learning_rate(7, 1e-3, 0) == 1e-3
+
+
+def test_a_family_option_the_encoder_does_not_read_is_warned_of_before_training(tmp_path):
+    """Every encoder shares the model sections, so ``--set model.rnn.residual=true`` on a transformer is
+    accepted, and changes nothing: the command says so first (here the missing corpus then stops it)."""
+    result = invoke("train", "--encoder", "transformer", "--src", tmp_path / "none.en", "--tgt", tmp_path / "none.de",
+                    "--run-dir", tmp_path / "run", "--set", "model.rnn.residual=true", "--set", "model.hybrid.window=2",
+                    "--set", "model.heads=2")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert [w.split(" changes nothing")[0] for w in warnings] == ["warning: --set model.rnn.residual",
+                                                                  "warning: --set model.hybrid.window"], result.output
+    assert "the transformer encoder does not read it (the family options it reads: none;" in warnings[0]
+    assert "none.en" in result.output.splitlines()[-1]
+    reads = invoke("train", "--encoder", "onlstm_san", "--src", tmp_path / "none.en", "--tgt", tmp_path / "none.de",
+                   "--run-dir", tmp_path / "run", "--set", "model.rnn.residual=true", "--set", "model.rnn.layers=1")
+    assert reads.exit_code == 1 and "warning" not in reads.output, reads.output

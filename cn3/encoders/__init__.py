@@ -22,4 +22,6 @@ from cn3.encoders.registry import (  # noqa: F401
     check_options,
     check_serves,
     get_spec,
+    ignored_options,
+    ignored_overrides,
 )

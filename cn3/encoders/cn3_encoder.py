@@ -14,10 +14,12 @@ on every task level; absolute position as a node attribute is the node encoder's
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from torch import Tensor, nn
 
 from cn3.config import ConfigError
-from cn3.encoders.options import check_cn3_options
+from cn3.encoders.options import CN3Options, check_cn3_options
 from cn3.encoders.registry import EncoderArgs, register
 from cn3.layers import DynamicGraphEncoder
 from cn3.layers.context import BiLSTMContext, CNNContext
@@ -90,7 +92,8 @@ class CN3Encoder(nn.Module):
 
 @register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options; beyond the paper: "
                  "energy_heads, relative_positions, position_dim)",
-          uses_attrs=True, paper_uniform_init=True, attention="graph", learns_edges=True, table_order=10)
+          uses_attrs=True, paper_uniform_init=True, attention="graph", learns_edges=True, table_order=10,
+          options=tuple(f"cn3.{f.name}" for f in fields(CN3Options)))
 def _cn3(a: EncoderArgs) -> nn.Module:
     c = a.cn3
     if c.edge_attrs and not a.n_edge_types:

@@ -126,7 +126,7 @@ class WindowCNN(nn.Module):
 
 
 @register("cnn", "Kim 2014 (sentences); Collobert et al. 2011 (tagging, window approach)", levels=LEVELS,
-          table_order=1)
+          table_order=1, options=("cnn.widths", "cnn.filters", "cnn.window"))
 def _build(a: EncoderArgs) -> nn.Module:
     if a.level == "node":
         return WindowCNN(a.in_dim, a.d, a.cnn.window, a.dropout)

@@ -51,8 +51,9 @@ class RecurrentOptions:
     Args:
         layers: ``K``, the recurrent layers of ``onlstm_san``/``lstm_san`` (the self-attention layers are
             the encoder's depth minus ``K``).
-        chunk_size: ON-LSTM master-gate chunk size ``C`` (must divide the ON-LSTM width); ``None`` =
-            the largest divisor of the width up to 8 (Shen et al.'s chunk size for widths that allow it).
+        chunk_size: ON-LSTM master-gate chunk size ``C`` (must divide the ON-LSTM width and leave two
+            chunks or more: with one the cell never writes); ``None`` = the largest such divisor of
+            the width up to 8 (Shen et al.'s chunk size for widths that allow it).
         order: ``rnn_first`` (the paper: recurrent layers below the SAN layers) or ``san_first``.
         bidirectional: two half-width directions concatenated; ``None`` = the level's default
             (sentence tasks: bidirectional, as the CN3 paper's LSTM baseline; translation: left to

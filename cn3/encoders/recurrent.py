@@ -109,11 +109,20 @@ def _bidirectional(a: EncoderArgs) -> bool:
 
 
 def _chunk_size(a: EncoderArgs, width: int) -> int:
+    """The ON-LSTM chunk size: ``model.rnn.chunk_size``, else the largest divisor of ``width`` up to 8
+    that leaves two chunks or more. One chunk is refused: its master input gate ``1 - cumax`` is 0 at
+    every step (a softmax over one chunk is 1), so the cell never writes and outputs zeros."""
+    if width < 2:
+        raise ConfigError(f"an ON-LSTM needs a width of 2 or more (two chunks), got {width}")
     if a.rnn.chunk_size is None:
-        return max(c for c in range(1, 9) if width % c == 0)
+        return max(c for c in range(1, 9) if width % c == 0 and width // c >= 2)
     if width % a.rnn.chunk_size:
         raise ConfigError(f"model.rnn.chunk_size ({a.rnn.chunk_size}) must divide the ON-LSTM width ({width}); "
                           "change it or the model width")
+    if a.rnn.chunk_size == width:
+        raise ConfigError(f"model.rnn.chunk_size ({a.rnn.chunk_size}) is the whole ON-LSTM width: one chunk, whose "
+                          "master input gate (1 - cumax over one chunk) is 0, so the cell never writes; give at "
+                          f"most {width // 2}")
     return a.rnn.chunk_size
 
 
@@ -126,7 +135,12 @@ def _stack_shape(a: EncoderArgs, cell: str) -> tuple[bool, int]:
     return bidirectional, (_chunk_size(a, width) if cell == "onlstm" else 1)
 
 
-@register("rnn", "Elman 1990 (bidirectional RNN; CN3 paper's RNN row)", table_order=2)
+#: what the recurrent encoders read of model.rnn (the ElmanRNN is torch's stack: no residual option)
+_STACK = ("rnn.bidirectional", "rnn.residual")
+
+
+@register("rnn", "Elman 1990 (bidirectional RNN; CN3 paper's RNN row)", table_order=2,
+          options=("rnn.bidirectional",))
 def _rnn(a: EncoderArgs) -> nn.Module:
     return ElmanRNN(a.in_dim, a.d, a.layers, _bidirectional(a), a.dropout)
 
@@ -137,12 +151,13 @@ def _recurrent(a: EncoderArgs, cell: str) -> nn.Module:
 
 
 @register("lstm", "Hochreiter & Schmidhuber 1997 (BiLSTM on sentences; CN3 paper's LSTM row, Hao et al.'s LSTM)",
-          table_order=3)
+          table_order=3, options=_STACK)
 def _lstm(a: EncoderArgs) -> nn.Module:
     return _recurrent(a, "lstm")
 
 
-@register("onlstm", "Shen et al. 2019 (ON-LSTM stack; Hao et al.'s baseline)", table_order=13)
+@register("onlstm", "Shen et al. 2019 (ON-LSTM stack; Hao et al.'s baseline)", table_order=13,
+          options=(*_STACK, "rnn.chunk_size"))
 def _onlstm(a: EncoderArgs) -> nn.Module:
     return _recurrent(a, "onlstm")
 
@@ -151,6 +166,10 @@ def _check_recurrent_san(a: EncoderArgs) -> None:
     if a.rnn.layers >= a.layers:
         raise ConfigError(f"model.rnn.layers ({a.rnn.layers}) must be below the encoder depth ({a.layers}): the "
                           "encoder is K recurrent + (depth - K) self-attention layers")
+
+
+#: what the recurrent + self-attention encoders read of model.rnn (their SAN layers are plain: no hybrid ones)
+_RECURRENT_SAN = (*_STACK, "rnn.layers", "rnn.order", "rnn.shortcut")
 
 
 def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
@@ -168,13 +187,13 @@ def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
 
 @register("onlstm_san", "Hao et al. 2019 (ON-LSTM layers under self-attention, H = H_onlstm + H_san)",
           default_layers=3, attention="graph", multi_head=True, split_stack="H_onlstm", table_order=14,
-          check=_check_recurrent_san)
+          check=_check_recurrent_san, options=(*_RECURRENT_SAN, "rnn.chunk_size"))
 def _onlstm_san(a: EncoderArgs) -> nn.Module:
     return _recurrent_san(a, "onlstm")
 
 
 @register("lstm_san", "Hao et al. 2019 (LSTM layers under self-attention, the paper's comparison)",
           default_layers=3, attention="graph", multi_head=True, split_stack="H_lstm", table_order=15,
-          check=_check_recurrent_san)
+          check=_check_recurrent_san, options=_RECURRENT_SAN)
 def _lstm_san(a: EncoderArgs) -> nn.Module:
     return _recurrent_san(a, "lstm")

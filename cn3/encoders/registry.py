@@ -18,12 +18,12 @@ Tai et al. read the root, Lin et al. the flattened annotation matrix); otherwise
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from torch import nn
 
-from cn3.config import ConfigError
-from cn3.encoders.options import family_options, with_encoder_options
+from cn3.config import ConfigError, parse_override
+from cn3.encoders.options import FAMILIES, family_options, with_encoder_options
 
 LEVELS = ("graph", "pair", "node", "translation")
 LEVEL_NAMES = {"graph": "sentence", "pair": "pair", "node": "tagging", "translation": "translation"}
@@ -104,6 +104,9 @@ class EncoderSpec:
             naming the keys), or None; :func:`check_options` runs it, when either config is validated
             and again when the encoder is built. (Each option's own range check is its family
             dataclass's ``validate``.)
+        options: the family options (``family.key``, e.g. ``rnn.residual``) that can change what it
+            builds, at some task level it serves; it ignores every other family option
+            (:func:`ignored_options`; tests/test_encoder_facts.py changes each option and checks).
     """
 
     name: str
@@ -120,6 +123,7 @@ class EncoderSpec:
     split_stack: str | None = None
     table_order: int = 100
     check: Callable[[EncoderArgs], None] | None = None
+    options: tuple[str, ...] = ()
 
 
 ENCODERS: dict[str, EncoderSpec] = {}
@@ -150,6 +154,40 @@ def get_spec(name: str) -> EncoderSpec:
         hint = f"; did you mean '{close[0]}'?" if close else ""
         raise ConfigError(f"unknown encoder '{name}'{hint} (known: {', '.join(ENCODERS)}; see `cn3 encoders`)")
     return ENCODERS[name]
+
+
+def ignored_options(name: str, keys) -> list[str]:
+    """The family options among ``keys`` (``family.key``, or a whole ``family`` section) that encoder
+    ``name`` does not read: setting them changes nothing it builds (the CLI warns of a ``--set`` one).
+    Keys outside the families are not its to judge and are left out."""
+    read = get_spec(name).options
+    ignored = []
+    for key in keys:
+        family = key.split(".")[0]
+        if family not in FAMILIES:
+            continue
+        if key not in read if "." in key else not any(option.startswith(family + ".") for option in read):
+            ignored.append(key)
+    return ignored
+
+
+def ignored_overrides(model, overrides: list[str]) -> list[str]:
+    """The ``--set`` keys among ``overrides`` (``key=value`` texts) that name a family option of
+    ``model`` (a model section of either config) which its encoder, ``model.encoder``, ignores, as the
+    user spelled them (``model.rnn.residual``; on the sentence side CN3's options are flat ``model.*``
+    keys). What the CLI warns of: such a setting is accepted (every encoder shares the sections) but
+    changes nothing."""
+    flat = {f.name: family for family in getattr(type(model), "_flat_families", ())
+            for f in fields(FAMILIES[family])}
+    ignored = []
+    for text in overrides:
+        path, _ = parse_override(text)
+        if path[0] != "model" or len(path) < 2:
+            continue
+        key = f"{flat[path[1]]}.{path[1]}" if path[1] in flat else ".".join(path[1:3])
+        if ignored_options(model.encoder, [key]):
+            ignored.append(".".join(path))
+    return ignored
 
 
 def check_serves(name: str, level: str, has_trees: bool, where: str = "the data") -> EncoderSpec:

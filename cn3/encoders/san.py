@@ -14,9 +14,12 @@ memory on every step).
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from torch import Tensor, nn
 
 from cn3.config import ConfigError
+from cn3.encoders.options import HybridOptions
 from cn3.encoders.registry import EncoderArgs, register
 from cn3.layers.hybrid_attention import HybridSelfAttention
 from cn3.layers.transformer import EncoderLayer, MultiHeadAttention, sinusoidal_positions
@@ -122,12 +125,12 @@ def _transformer(a: EncoderArgs) -> nn.Module:
 
 
 @register("hybrid", "Xu et al. 2019 (hybrid local/global attention; combine: gate | concat)", default_layers=2,
-          table_order=11, check=_check_hybrid, **_SAN)
+          table_order=11, check=_check_hybrid, options=tuple(f"hybrid.{f.name}" for f in fields(HybridOptions)), **_SAN)
 def _hybrid(a: EncoderArgs) -> nn.Module:
     return _san(a, a.hybrid.layers, "hybrid" if a.hybrid.combine == "gate" else "concat")
 
 
 @register("local", "Xu et al. 2019 (local attention only, the paper's ablation)", default_layers=2,
-          table_order=12, check=_check_hybrid, **_SAN)
+          table_order=12, check=_check_hybrid, options=("hybrid.layers", "hybrid.window"), **_SAN)
 def _local(a: EncoderArgs) -> nn.Module:
     return _san(a, a.hybrid.layers, "local")

@@ -128,7 +128,7 @@ class StructuredSelfAttention(nn.Module):
 
 
 @register("selfatt1", "Lin et al. 2017 (structured self-attentive embedding)", levels=LEVELS,
-          attention="annotation", table_order=6)
+          attention="annotation", table_order=6, options=("selfatt.hops", "selfatt.att_hidden", "selfatt.penalty"))
 def _build(a: EncoderArgs) -> nn.Module:
     s = a.selfatt
     return StructuredSelfAttention(a.in_dim, a.d, s.hops, s.att_hidden, s.penalty, a.dropout)

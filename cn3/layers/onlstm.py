@@ -497,7 +497,10 @@ class ONLSTM(nn.Module):
 
     Args:
         input_size, hidden: widths.
-        chunk_size: neurons per master-gate unit (``hidden % chunk_size == 0``).
+        chunk_size: neurons per master-gate unit (``hidden % chunk_size == 0``). With one chunk
+            (``chunk_size == hidden``) the master input gate ``1 - cumax`` is 0 at every step and the
+            cell outputs zeros; the encoders' configs refuse it, the layer allows it (its kernels'
+            tests cover that edge).
 
     Gate layout of the projections: ``[F (n_chunks), I (n_chunks), f, i, o, c^ (hidden each)]``.
 
