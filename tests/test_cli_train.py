@@ -197,6 +197,6 @@ def test_a_family_option_the_encoder_does_not_read_is_warned_of_before_training(
                     "--set", "model.encoder=lstm", "--set", "model.rnn.residual=true", *TINY)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
-    assert warnings == ["warning: --set model.energy_dim changes nothing: the lstm encoder does not read it (the "
-                        "family options it reads: rnn.bidirectional, rnn.residual; `cn3 encoders` lists them all)"]
+    assert warnings == [("warning: --set model.energy_dim changes nothing: the lstm encoder does not read it (the "
+                         "family options it reads: rnn.bidirectional, rnn.residual; `cn3 encoders` lists them all)")]
     assert (tmp_path / "r" / "best.pt").is_file()
