@@ -193,9 +193,11 @@ def run_command(
 
     from cn3.experiment.reuse import FinishedRuns
     from cn3.experiment.runner import cell_state, check_cells, run_spec
+    from cn3.experiment.spec import check_variant_options
 
     with user_errors():
         spec_obj, cells = _cells(spec, budget, out, only)
+        check_variant_options(spec_obj)
         chosen = make_launcher(launcher, spec_obj.directory(out, budget), address, cpus, gpus, partition, time_min,
                                slurm_options, threads)
         if launcher is LauncherName.local:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.experiment.spec import SPEC_DIR, find_spec, load_spec
+from cn3.experiment.spec import SPEC_DIR, check_variant_options, find_spec, load_spec
 from data_prep.prepare import PrepareSettings, prepare
 
 # slow: grids of real (tiny) trainings (`pytest -m "not slow"` is the quick loop)
@@ -50,6 +50,7 @@ def test_every_shipped_spec_resolves_every_cell(name, tmp_path):
     from cn3.experiment.runner import check_cells
 
     spec = load_spec(name)
+    check_variant_options(spec)  # no variant sets a family option its encoder ignores
     for budget in [None, *spec.budgets]:
         check_cells(spec.cells(tmp_path, budget), threads=1)  # a bad key or value raises, naming the cell
 
@@ -71,11 +72,6 @@ def test_a_shipped_spec_is_found_by_name_or_by_its_path_in_the_package(tmp_path,
     ({"seeds": "1,2"}, "seeds must be a list of integers"),
     ({"budgets": {"smoke": {"seed": [1]}}}, "budgets.smoke: unknown key 'seed'; did you mean 'seeds'?"),
     ({"references": {"trec": {"gru": 1.0}}}, "references.trec.gru: not a variant"),
-    ({"variants": {"lstm": {"model.encoder": "lstm"}, "lstm-res": {"model.encoder": "lstm", "model.rnn.residual": True},
-                   "nbow-res": {"model.encoder": "nbow", "model.rnn.residual": True}}},
-     "variants.nbow-res sets model.rnn.residual, which its encoder (nbow) does not read"),
-    ({"set": {"model.encoder": "transformer"}, "variants": {"lstm": {"model.encoder": "lstm"}, "w2": {"model.hybrid.window": 2}}},
-     "variants.w2 sets model.hybrid.window, which its encoder (transformer) does not read"),
 ])
 def test_a_bad_spec_names_the_key(tmp_path, fields, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -89,6 +85,26 @@ def test_a_bad_override_fails_before_anything_trains_naming_the_cell(tmp_path):
     assert result.exit_code == 1
     assert "cell trec/big/seed1" in result.output and "did you mean 'model.hidden'?" in result.output
     assert not (tmp_path / "runs").exists()  # nothing trained, nothing written
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"variants": {"lstm": {"model.encoder": "lstm"}, "lstm-res": {"model.encoder": "lstm", "model.rnn.residual": True},
+                   "nbow-res": {"model.encoder": "nbow", "model.rnn.residual": True}}},
+     "variants.nbow-res sets model.rnn.residual, which its encoder (nbow) does not read"),
+    ({"set": {"model.encoder": "transformer"}, "variants": {"lstm": {"model.encoder": "lstm"}, "w2": {"model.hybrid.window": 2}}},
+     "variants.w2 sets model.hybrid.window, which its encoder (transformer) does not read"),
+    ({"variants": {"lstm": {"model.encoder": "lstm"}, "cn3-small": {"model.energy_dim": 50}, "lstm-small": {
+        "model.encoder": "lstm", "model.energy_dim": 50}}},  # the task's config decides cn3-small's encoder: cn3
+     "variants.lstm-small sets model.energy_dim, which its encoder (lstm) does not read"),
+])
+def test_a_variant_setting_an_option_its_encoder_ignores_fails_before_anything_trains(tmp_path, fields, message):
+    spec = write_spec(tmp_path / "s.yaml", **fields)
+    result = invoke("experiment", "run", spec, "--out", tmp_path / "runs", "--dry-run")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "runs").exists()
+    budget = write_spec(tmp_path / "b.yaml", budgets={"smoke": {"set": {"model.rnn.residual": True}}})
+    check_variant_options(load_spec(budget))  # a budget's set reaches every variant: accepted
 
 
 def test_cells_are_named_and_placed_by_their_coordinates(tmp_path):

@@ -301,7 +301,6 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     paper = data.get("paper") or ""
     if not isinstance(paper, str):
         raise ConfigError(f"{path}: paper: expected a line of text, got {paper!r}")
-    _check_variant_options(path, tasks, variants, _mapping(data.get("set"), f"{path}: set"))
     return ExperimentSpec(name=str(data["name"]), path=path, tasks=tasks, variants=variants,
                           baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
                           budgets=budgets, references=references, description=str(data.get("description", "")),
@@ -309,24 +308,30 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
                           differs=_lines(data.get("differs"), f"{path}: differs"))
 
 
-def _check_variant_options(path: Path, tasks: dict, variants: dict, common: dict) -> None:
+def check_variant_options(spec: ExperimentSpec) -> None:
     """A variant's own family option that its encoder does not read (``cn3 encoders``) would make it
     look like an ablation it is not: its cells would train what they would without it. Refused,
-    naming the variant. (The spec's and a budget's ``set`` may set family options for every
-    variant, as the train commands accept them; only a variant's own keys say "this variant differs".)"""
+    naming the variant, before anything trains (`cn3 experiment run`; not at :func:`load_spec`, which
+    reports and status call without importing the encoders). The spec's and a budget's ``set`` may set
+    family options for every variant, as the train commands accept them; only a variant's own keys
+    say "this variant differs"."""
+    from dataclasses import replace
+
     from cn3.encoders import ignored_overrides
 
-    for task, task_set in tasks.items():
-        for variant, own in variants.items():
-            texts = [f"{key}={_yaml_value(value)}" for key, value in own.items()]
-            merged = [f"{key}={_yaml_value(value)}" for key, value in {**common, **task_set, **own}.items()]
+    for task, task_set in spec.tasks.items():
+        kind, default = kind_of_task(task), None
+        for variant, own in spec.variants.items():
+            encoder = {**spec.set, **task_set, **own}.get("model.encoder")
             try:
-                model = kind_of_task(task).resolve(task, {}, merged).model
+                if encoder is None:  # the task's config decides (resolved once: a spec has many variants)
+                    default = default or kind.resolve(task, {}, []).model.encoder
+                model = replace(kind.config_class()().model, encoder=encoder or default)
+                ignored = ignored_overrides(model, [f"{key}={_yaml_value(value)}" for key, value in own.items()])
             except ConfigError:
-                continue  # a bad key or value: check_cells names it with its cell
-            ignored = ignored_overrides(model, texts)
+                continue  # a bad config or encoder name: check_cells names it with its cell
             if ignored:
-                raise ConfigError(f"{path}: variants.{variant} sets {', '.join(ignored)}, which its encoder "
+                raise ConfigError(f"{spec.path}: variants.{variant} sets {', '.join(ignored)}, which its encoder "
                                   f"({model.encoder}) does not read, so its cells would train as without it "
                                   "(`cn3 encoders` lists the family options each encoder reads)")
 
