@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: rows in the order of RESULTS.md (Xu et al. Table 3, then Hao et al. Table 3, then the sentence encoders);
 #: any other model after them
-ORDER = ["nmt-transformer", "nmt-local", "nmt-hybrid", "nmt-onlstm_san", "trec-cn3", "trec-lstm"]
+ORDER = ["nmt-transformer", "nmt-local", "nmt-hybrid", "nmt-onlstm_san", "nmt-san6", "trec-cn3", "trec-lstm"]
 
 
 def fmt(values: list[float]) -> str:
