@@ -166,7 +166,9 @@ def ignored_options(name: str, keys) -> list[str]:
         family = key.split(".")[0]
         if family not in FAMILIES:
             continue
-        if key not in read if "." in key else not any(option.startswith(family + ".") for option in read):
+        # one option, or a whole section: read if the encoder reads any option of it
+        reads = key in read if "." in key else any(option.startswith(family + ".") for option in read)
+        if not reads:
             ignored.append(key)
     return ignored
 
