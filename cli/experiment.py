@@ -23,9 +23,10 @@ experiment_app = typer.Typer(
 SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one "
              f"({', '.join(sorted(p.stem for p in SPEC_DIR.glob('*.yaml')))}), by name or as "
              "configs/experiments/<name>.yaml (they live in cn3/configs/experiments/).")
-OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S>."
+OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S> (seed<S>-fold<F> in a cross-validated task)."
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
-             "(or in one: task=trec,sick,variant=lstm). In a tuned grid the tuning cells of the selected "
+             "(or in one: task=trec,sick,variant=lstm); --only fold=1,2 keeps the cells of those folds of the "
+             "cross-validated tasks (the spec's `folds`). In a tuned grid the tuning cells of the selected "
              "tasks and variants always belong: the seed cells need them.")
 
 
@@ -50,8 +51,8 @@ def parse_only(values: list[str] | None) -> dict[str, set[str]]:
             if "=" in piece:
                 key, piece = piece.split("=", 1)
                 key = key.strip()
-                if key not in ("task", "variant", "seed"):
-                    raise typer.BadParameter(f"--only {text!r}: '{key}' is not task, variant or seed")
+                if key not in ("task", "variant", "seed", "fold"):
+                    raise typer.BadParameter(f"--only {text!r}: '{key}' is not task, variant, seed or fold")
             if key is None:
                 raise typer.BadParameter(f"--only {text!r}: expected key=value, e.g. task=trec")
             only.setdefault(key, set()).add(piece.strip())

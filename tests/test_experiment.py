@@ -202,8 +202,73 @@ def test_a_bad_tune_block_names_the_key(tmp_path, tune, message):
 def test_only_filters_parse():
     from cli.experiment import parse_only
 
-    assert parse_only(["task=trec,sick,variant=lstm", "seed=1"]) == {"task": {"trec", "sick"}, "variant": {"lstm"},
-                                                                     "seed": {"1"}}
+    assert parse_only(["task=trec,sick,variant=lstm", "seed=1", "fold=0,3"]) == {
+        "task": {"trec", "sick"}, "variant": {"lstm"}, "seed": {"1"}, "fold": {"0", "3"}}
+
+
+def test_a_cross_validated_task_trains_each_seed_once_a_fold(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "s.yaml", tasks={"mr": {"data.fold": 0, "train.epochs": 2}},
+                                budgets={"cv": {"folds": {"mr": 3}}, "one": {"folds": {"mr": [2]}}}))
+    assert [c.name for c in spec.cells(tmp_path, None, {"variant": {"nbow"}})] == ["mr/nbow/seed1", "mr/nbow/seed2"]
+    cells = spec.cells(tmp_path, "cv", {"variant": {"nbow"}})
+    assert [c.name for c in cells] == [f"mr/nbow/seed{s}-fold{f}" for s in (1, 2) for f in (0, 1, 2)]
+    assert cells[1].run_dir == tmp_path / "tiny-cv" / "mr" / "nbow" / "seed1-fold1" and cells[1].fold == 1
+    # the fold is the cell's coordinate: it replaces the task's own data.fold, last
+    assert cells[1].overrides == ("train.epochs=2", "model.encoder=nbow", "data.fold=1")
+    assert [c.name for c in spec.cells(tmp_path, "cv", {"variant": {"nbow"}, "fold": {"2"}})] == [
+        "mr/nbow/seed1-fold2", "mr/nbow/seed2-fold2"]
+    assert [c.fold for c in spec.cells(tmp_path, "one", {"variant": {"nbow"}})] == [2, 2]
+    assert spec.cells(tmp_path, None, {"fold": {"0"}}) == []  # no fold cells without folds
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"folds": {"trec": 10}}, "folds.trec: the task has an official test split, not folds"),
+    ({"folds": {"mr": 0}}, "folds.mr: expected a number of folds or a list of distinct folds"),
+    ({"folds": {"mr": [1, 1]}}, "folds.mr: expected a number of folds or a list of distinct folds"),
+    ({"folds": {"mr": [3, 10]}}, "folds.mr: the task has folds 0-9, got 10"),
+    ({"folds": {"subj": 2}}, "folds.subj: not a task of the spec"),
+    ({"budgets": {"cv": {"folds": {"mr": "all"}}}}, "budgets.cv.folds.mr: expected a number of folds"),
+])
+def test_bad_folds_name_the_key(tmp_path, fields, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_spec(write_spec(tmp_path / "s.yaml", tasks=["trec", "mr"], **fields))
+
+
+def _fold_run(run_dir: Path, gold: list[str], pred: list[str]) -> None:
+    from cn3.run_dir import RunDir
+
+    run = RunDir(run_dir)
+    run_dir.mkdir(parents=True)
+    entry = run.write_predictions("test", gold, pred, "accuracy", None, "mr")
+    score = 100 * sum(g == p for g, p in zip(gold, pred)) / len(gold)
+    run.results.write_text(json.dumps({"scores": {"test": {"metric": "accuracy", "score": score}},
+                                       "predictions": {"test": entry}}))
+
+
+def test_the_report_scores_a_cross_validated_seed_by_the_mean_of_its_folds(tmp_path):
+    """A seed's score is the mean over its folds (not the pooled accuracy), counted once every fold has
+    finished; the paired test pools the folds' items of the seeds both variants finished."""
+    from cn3.experiment.report import report
+
+    spec = load_spec(write_spec(tmp_path / "s.yaml", tasks=["mr"], folds={"mr": 2}))
+    cells = {c.name: c for c in spec.cells(tmp_path / "runs")}
+    gold = {0: ["pos", "neg", "pos", "neg"], 1: ["pos", "neg", "pos", "neg", "pos", "neg"]}
+    flip = {"pos": "neg", "neg": "pos"}
+    wrong = {  # (variant, seed, fold) -> the items predicted wrong
+        ("lstm", 1, 0): [], ("lstm", 1, 1): [0, 1, 2], ("lstm", 2, 0): [0], ("lstm", 2, 1): [0, 1],
+        ("nbow", 1, 0): [0, 1], ("nbow", 1, 1): [], ("nbow", 2, 0): [1]}  # nbow seed 2's fold 1 never finished
+    for (variant, seed, fold), bad in wrong.items():
+        _fold_run(cells[f"mr/{variant}/seed{seed}-fold{fold}"].run_dir, gold[fold],
+                  [flip[g] if i in bad else g for i, g in enumerate(gold[fold])])
+    md, record = report(spec, list(cells.values()))
+    rows = {r["variant"]: r for r in record["rows"]}
+    assert rows["lstm"]["seeds"] == {"1": 75.0, "2": pytest.approx((75.0 + 200 / 3) / 2)}  # 100, 50; 75, 66.7
+    assert rows["lstm"]["folds"] == [0, 1] and rows["nbow"]["seeds"] == {"1": 75.0}  # seed 2 lacks a fold: not counted
+    test = rows["nbow"]["test"]
+    assert test["seeds"] == [1] and test["items"] == 10  # both folds' items of seed 1, each once
+    assert test["difference"] == pytest.approx(10.0)  # pooled: nbow 8 of 10 right, the LSTM 7 of 10
+    assert "| mr (accuracy, test, mean of 2 folds) |" in md and "a seed's score is the mean over its folds" in md
+    assert record["cells"] == {"total": 8, "finished": 7}
 
 
 # ---------------------------------------------------------------- a real grid

@@ -21,6 +21,8 @@
       - GloVe 6B 50-d, not 840B 300-d   #   budget's own `differs` lines are added to these)
     tune:                          # optional: the same search for every variant, chosen on dev
       options: {adadelta: {train.optimizer: adadelta, train.lr: 1.0}, adam: {train.optimizer: adam, train.lr: 0.001}}
+    folds: {mr: 10}                # optional (a budget's own replaces it): cross-validate these tasks
+                                   #   over folds 0..9 (or a list of folds), each seed trained once a fold
 
 A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k`` (a cell runs
 `cn3 nmt train` with the default NMT config); both kinds mix in one spec. Cell ``(task, variant,
@@ -35,6 +37,13 @@ null`` turns it off) each task and variant first trains every option into
 ``<task>/<variant>/tune-<option>`` (the option's overrides go right after the variant's); the seed
 cells then take the option with the best dev score, and the tuning seed's cell is the chosen
 option's tuning run.
+
+With ``folds`` (for the tasks without an official split, whose test split is ``data.fold``) each
+listed task's seed cell becomes one cell a fold, ``<task>/<variant>/seed<S>-fold<F>``, with
+``data.fold=F`` applied last; the report scores a seed by the mean over its folds (Liu et al.
+average the 10 folds) once every fold of it has finished, and tests on the folds' items pooled
+(every sentence once a seed). A fold cell whose config equals an earlier grid's cell at that fold
+(``data.fold`` set in a task's overrides) is adopted from it (:mod:`cn3.experiment.reuse`).
 """
 
 from __future__ import annotations
@@ -51,8 +60,8 @@ from cn3.run_kinds import TRANSLATION_TASKS, RunKind, kind_of_task
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
 #: the task name of translation cells (`cn3 nmt train` on Multi30k)
 SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "set", "budgets", "references", "tune",
-             "paper", "differs"}
-BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune", "differs"}
+             "paper", "differs", "folds"}
+BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune", "differs", "folds"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,7 @@ class Cell:
         waiting: in a tuned grid, the cell's task and variant are not tuned yet, so its config (and
             run directory) are not known: it cannot train, and ``overrides`` lack the option.
         budget: the budget the grid was expanded under (None: none), for the report's notes.
+        fold: in a cross-validated task (``folds``), the test fold the cell trains for (``data.fold``).
     """
 
     task: str
@@ -79,10 +89,12 @@ class Cell:
     option: str | None = None
     waiting: bool = False
     budget: str | None = None
+    fold: int | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else f"seed{self.seed}")
+        seed = f"seed{self.seed}" + ("" if self.fold is None else f"-fold{self.fold}")
+        return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else seed)
 
     @property
     def kind(self) -> RunKind:
@@ -115,6 +127,7 @@ class ExperimentSpec:
     tune: Tuning | None = None
     paper: str = ""
     differs: list[str] = field(default_factory=list)
+    folds: dict[str, list[int]] = field(default_factory=dict)
 
     def directory(self, out: Path, budget: str | None) -> Path:
         """Where the grid's cells (and its report) live."""
@@ -130,14 +143,20 @@ class ExperimentSpec:
             return self.budgets[budget]["tune"]
         return self.tune
 
+    def task_folds(self, budget: str | None = None) -> dict[str, list[int]]:
+        """The cross-validated tasks under ``budget`` and their folds (the budget's own ``folds`` if it has one)."""
+        if budget is not None and "folds" in self.budgets.get(budget, {}):
+            return self.budgets[budget]["folds"]
+        return self.folds
+
     def cells(self, out: Path, budget: str | None = None, only: dict[str, set[str]] | None = None) -> list[Cell]:
         """Every cell, tasks outermost then variants then seeds (the order they run in); in a tuned
         grid each task and variant's tuning cells come before its seed cells.
 
         ``budget``: a name of ``budgets`` (its ``tasks``/``variants``/``seeds`` narrow the grid, its
         ``set`` and per-task overrides add overrides). ``only``: ``{"task": {...}, "variant": {...}, "seed": {...}}``
-        filters (``--only``); a selected seed cell needs its task and variant's tuning, so ``seed``
-        does not filter tuning cells.
+        filters (``--only``; ``fold`` keeps only the fold cells of those folds); a selected seed cell
+        needs its task and variant's tuning, so ``seed`` does not filter tuning cells.
         """
         extra, tasks, seeds, task_extra, variants = {}, list(self.tasks), list(self.seeds), {}, self.variants
         if budget is not None:
@@ -148,12 +167,14 @@ class ExperimentSpec:
             task_extra = b.get("tasks", {task: {} for task in tasks})
             tasks = list(task_extra)
             variants = {v: o for v, o in self.variants.items() if v in b.get("variants", self.variants)}
-        tuning = self.tuning(budget)
+        tuning, folds = self.tuning(budget), self.task_folds(budget)
         only = only or {}
         base = self.directory(out, budget)
 
-        def texts(variant_overrides: dict, option: dict, task: str) -> tuple[str, ...]:
+        def texts(variant_overrides: dict, option: dict, task: str, fold: int | None = None) -> tuple[str, ...]:
             merged = {**self.set, **self.tasks[task], **variant_overrides, **option, **extra, **task_extra.get(task, {})}
+            if fold is not None:  # the cell's coordinate: it wins over every override
+                merged = {**{k: v for k, v in merged.items() if k != "data.fold"}, "data.fold": fold}
             return tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
 
         cells = []
@@ -173,16 +194,21 @@ class ExperimentSpec:
                 for seed in seeds:
                     if "seed" in only and str(seed) not in only["seed"]:
                         continue
-                    if tuning is None:
-                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}",
-                                          budget=budget))
-                    elif chosen is None:
-                        cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task), home / f"seed{seed}",
-                                          waiting=True, budget=budget))
-                    else:
-                        run_dir = tune_dirs[chosen] if int(seed) == tune_seed else home / f"seed{seed}"
-                        cells.append(Cell(task, variant, int(seed), texts(overrides, tuning.options[chosen], task),
-                                          run_dir, option=chosen, budget=budget))
+                    for fold in folds.get(task, [None]):
+                        if "fold" in only and (fold is None or str(fold) not in only["fold"]):
+                            continue
+                        run_dir = home / (f"seed{seed}" if fold is None else f"seed{seed}-fold{fold}")
+                        if tuning is None:
+                            cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task, fold), run_dir,
+                                              budget=budget, fold=fold))
+                        elif chosen is None:
+                            cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task, fold), run_dir,
+                                              waiting=True, budget=budget, fold=fold))
+                        else:  # the tuning seed's cell is the chosen option's run (one fold: not with folds)
+                            if int(seed) == tune_seed and fold is None:
+                                run_dir = tune_dirs[chosen]
+                            cells.append(Cell(task, variant, int(seed), texts(overrides, tuning.options[chosen], task, fold),
+                                              run_dir, option=chosen, budget=budget, fold=fold))
         return cells
 
 
@@ -236,6 +262,29 @@ def _lines(value, where: str) -> list[str]:
     return [line.strip() for line in value]
 
 
+def _folds(value, tasks: dict, where: str) -> dict[str, list[int]]:
+    """``folds``: task -> its folds, a number n (folds 0..n-1) or a list of distinct folds."""
+    from data_prep.tasks import TASKS
+    from data_prep.taskspec import TaskOptions
+
+    out = {}
+    for task, folds in _mapping(value, where).items():
+        if task not in tasks:
+            raise ConfigError(f"{where}.{task}: not a task of the spec (tasks: {', '.join(tasks)})")
+        if isinstance(folds, int) and not isinstance(folds, bool) and folds >= 1:
+            folds = list(range(folds))
+        if not isinstance(folds, list) or not folds or len(set(folds)) != len(folds) or \
+                not all(isinstance(f, int) and not isinstance(f, bool) and f >= 0 for f in folds):
+            raise ConfigError(f"{where}.{task}: expected a number of folds or a list of distinct folds (0 or more), "
+                              f"got {folds!r}")
+        if kind_of_task(task).translation or not TASKS[task].cv:
+            raise ConfigError(f"{where}.{task}: the task has an official test split, not folds")
+        if max(folds) >= TaskOptions().n_folds:
+            raise ConfigError(f"{where}.{task}: the task has folds 0-{TaskOptions().n_folds - 1}, got {max(folds)}")
+        out[str(task)] = folds
+    return out
+
+
 def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     """Read and check a spec; every error names the file and the key (see :func:`validate` for the
     cells' configs)."""
@@ -287,6 +336,8 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     for name, budget in budgets.items():
         if "tune" in budget:
             budget["tune"] = parse_tuning(budget["tune"], f"{path}: budgets.{name}.tune")
+        if "folds" in budget:
+            budget["folds"] = _folds(budget["folds"], tasks, f"{path}: budgets.{name}.folds")
     references = _mapping(data.get("references"), f"{path}: references")
     for task, row in references.items():
         if task not in tasks:
@@ -305,7 +356,8 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
                           baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
                           budgets=budgets, references=references, description=str(data.get("description", "")),
                           tune=parse_tuning(data.get("tune"), f"{path}: tune"), paper=paper,
-                          differs=_lines(data.get("differs"), f"{path}: differs"))
+                          differs=_lines(data.get("differs"), f"{path}: differs"),
+                          folds=_folds(data.get("folds"), tasks, f"{path}: folds"))
 
 
 def check_variant_options(spec: ExperimentSpec) -> None:

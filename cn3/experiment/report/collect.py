@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,10 @@ class TaskColumn:
     split: str | None = None
     metric: str | None = None
     scores: dict[str, dict[int, float]] = field(default_factory=dict)  # variant -> seed -> score
-    runs: dict[str, dict[int, Path]] = field(default_factory=dict)  # variant -> seed -> run dir
+    # variant -> seed -> run dir (a cross-validated task: the seed's runs, one a fold, in fold order)
+    runs: dict[str, dict[int, Path | tuple[Path, ...]]] = field(default_factory=dict)
     tests: dict[str, dict] = field(default_factory=dict)  # variant -> significance against the baseline
+    folds: list[int] | None = None  # a cross-validated task's folds (a seed's score: their mean)
 
 
 @dataclass
@@ -81,11 +84,17 @@ def _results(cell: Cell) -> dict | None:
 
 def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
     """Finished cells grouped by task, each task scored on the split all its cells have (tuning
-    cells and cells waiting for tuning left out)."""
+    cells and cells waiting for tuning left out). In a cross-validated task (the spec's ``folds``) a
+    seed's score is the mean over its folds, counted once every fold of it in ``cells`` has finished:
+    a mean over some folds would be another number, not a partial one."""
     columns: dict[str, TaskColumn] = {}
     done: dict[str, list[tuple[Cell, dict]]] = {}
+    wanted: dict[tuple[str, str, int], set[int]] = {}  # (task, variant, seed) -> its folds
     for cell in table_cells(cells):
-        columns.setdefault(cell.task, TaskColumn(cell.task))
+        column = columns.setdefault(cell.task, TaskColumn(cell.task))
+        if cell.fold is not None:
+            wanted.setdefault((cell.task, cell.variant, cell.seed), set()).add(cell.fold)
+            column.folds = sorted({*(column.folds or []), cell.fold})
         if cell.waiting:
             continue
         results = _results(cell)
@@ -99,10 +108,28 @@ def collect(cells: list[Cell]) -> dict[str, TaskColumn]:
             continue
         first = items[0][1]["scores"][column.split]
         column.metric = first.get("metric")
+        folded: dict[tuple[str, int], dict[int, tuple[Path, float]]] = {}  # (variant, seed) -> fold -> run, score
         for cell, results in items:
-            column.scores.setdefault(cell.variant, {})[cell.seed] = results["scores"][column.split]["score"]
+            score = results["scores"][column.split]["score"]
+            if cell.fold is not None:
+                folded.setdefault((cell.variant, cell.seed), {})[cell.fold] = (cell.run_dir, score)
+                continue
+            column.scores.setdefault(cell.variant, {})[cell.seed] = score
             column.runs.setdefault(cell.variant, {})[cell.seed] = cell.run_dir
+        for (variant, seed), by_fold in folded.items():
+            if set(by_fold) == wanted[task, variant, seed]:
+                column.scores.setdefault(variant, {})[seed] = statistics.fmean(s for _, s in by_fold.values())
+                column.runs.setdefault(variant, {})[seed] = tuple(by_fold[f][0] for f in sorted(by_fold))
     return columns
+
+
+def cell_predictions(run: Path | tuple[Path, ...], split: str) -> Predictions:
+    """A :class:`TaskColumn` run's predictions on ``split``; a cross-validated seed's (its folds' runs)
+    joined in fold order, so each item of the data is scored once (the folds' test splits partition it)."""
+    if not isinstance(run, tuple):
+        return load_predictions(run, split)
+    parts = [load_predictions(r, split) for r in run]
+    return dataclasses.replace(parts[0], gold=[g for p in parts for g in p.gold], pred=[x for p in parts for x in p.pred])
 
 
 def tuning_rows(cells: list[Cell]) -> list[dict]:
@@ -229,6 +256,9 @@ def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, Groupe
             continue
         if column.metric == "bleu":
             grouped.note = "translation items carry no per-item fields"
+            continue
+        if column.folds:
+            grouped.note = "cross-validated over folds: not grouped (each fold's items are another split)"
             continue
         unseen: dict[str, list[bool | None]] = {}
         for variant, runs in column.runs.items():

@@ -101,6 +101,7 @@ def rows(spec: ExperimentSpec, columns: dict[str, TaskColumn]) -> list[dict]:
             mean, std = _mean_std(seeds)
             paper = spec.references.get(task, {}).get(variant)
             out.append({"variant": variant, "task": task, "split": column.split, "metric": column.metric,
+                        **({"folds": column.folds} if column.folds else {}),
                         "selects_checkpoint": column.split in SELECTION_SPLITS,
                         "mean": mean, "std": std, "n": len(seeds), "seeds": seeds,
                         "paper": paper, "minus_paper": None if paper is None or mean is None else mean - paper,
@@ -175,7 +176,8 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
                       r["selects_checkpoint"]] for r in records])
     best = _best(records)
     tasks = list(columns)
-    header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {split_label(columns[t].split)})" for t in tasks]
+    header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {split_label(columns[t].split)}"
+                            + (f", mean of {len(columns[t].folds)} folds" if columns[t].folds else "") + ")" for t in tasks]
     by = {(r["variant"], r["task"]): r for r in records}
     table = [[v] + [_cell_text(by[(v, t)], best, fmt) for t in tasks] for v in spec.variants]
     notes = paper_notes(spec, budget)
@@ -195,6 +197,9 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     if any(columns[t].split in SELECTION_SPLITS for t in tasks):
         lines += ["", "A split that selects the checkpoint (training kept its best evaluation there) flatters "
                       "every row alike; the paper's numbers are test scores."]
+    if any(columns[t].folds for t in tasks):
+        lines += ["", ("Cross-validated tasks (mean of n folds): a seed's score is the mean over its folds, counted "
+                       "once all of them finished; the paired test pools every fold's test items (each item once a seed).")]
     if notes:
         lines += ["", *notes]
     return "\n".join(lines) + "\n"

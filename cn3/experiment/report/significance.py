@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cn3.experiment.report.collect import GroupedColumn, TaskColumn
+from cn3.experiment.report.collect import GroupedColumn, TaskColumn, cell_predictions
 from cn3.experiment.spec import ExperimentSpec
-from cn3.run_dir import Predictions, load_predictions
+from cn3.run_dir import Predictions
 from cn3.stats import (bleu_paired_test, detectable_across_seeds, detectable_paired, holm, paired_differences,
                        paired_test, welch)
 
@@ -73,7 +73,7 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
             runs = column.runs[variant]
             seeds = sorted(set(runs) & set(base))
             if seeds:
-                pairs = {seed: (load_predictions(runs[seed], column.split), load_predictions(base[seed], column.split))
+                pairs = {seed: (cell_predictions(runs[seed], column.split), cell_predictions(base[seed], column.split))
                          for seed in seeds}
                 test = pooled_test(pairs, column.metric, resamples, detectable=True)
             else:
