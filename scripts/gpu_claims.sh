@@ -9,7 +9,9 @@
 # cells side by side (--jobs 4 --threads 2: 1.7 cells a minute; --jobs 12 gave 1.35); on an H100 four
 # 6-layer SAN cells took 170-177 s side by side, while three ON-LSTM+SAN cells beside one SAN were not
 # done after 247 s (2026-11-26, the plain ON-LSTM scan); with the Triton scan (`auto`, hidden 128) four
-# ON-LSTM+SAN cells took 198-215 s side by side on an H200 (2026-11-26). So the script runs rounds of at most four cells, each round one
+# ON-LSTM+SAN cells took 198-215 s side by side on an H200 (2026-11-26); on an H200 on 2026-11-27 four or five LSTM+SAN
+# cells took 155-175 s, four hybrid Transformer cells 108-119 s and three SAN-first ON-LSTM cells 161-163 s (`results.json`
+# "seconds"), so two calls held three rounds and one more. So the script runs rounds of at most four cells, each round one
 # or two `cn3 experiment run` invocations side by side (runners share a grid), and starts a round only
 # while ROUND_SECONDS (default 300) still fit in the budget (default 540 s, so a device session of 15
 # minutes keeps room for the machine's start). With the plain scan an ON-LSTM round needs most of a
