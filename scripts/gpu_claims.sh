@@ -48,13 +48,13 @@ stamp=$(mktemp)   # files newer than this are what the rounds wrote
 # One round a line: invocations side by side (four cells in all at most), separated by " ; ", each "SPEC ARGS..."
 # (what `cn3 experiment run` takes after the command); cells already finished are skipped, so a line
 # whose cells are done costs seconds. What issue 32 still waits for, in its order: hao-table1's 6-layer
-# ON-LSTM (the paper's row; seeds 1-2 trained on the CPU) and LSTM seeds 3-5, the 6-layer SAN again
+# ON-LSTM and LSTM seeds 3-5 (seeds 1-2 trained on the CPU), the 6-layer SAN again
 # where it is probed (below; seed 2 trained and probed on the CPU), and last ON-LSTM+SAN with residual
 # connections (not in the paper). hao-table2 and xu-window are complete (2026-11-27).
-ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=onlstm --only seed=1,2,3 ; hao-table1 --only variant=lstm --only seed=3
-hao-table1 --only variant=onlstm --only seed=4,5 ; hao-table1 --only variant=lstm --only seed=4,5
-hao-table1 --budget probed --no-reuse ; hao-table1 --only variant=onlstm+san-residual --only seed=1,2,3
-hao-table1 --only variant=onlstm+san-residual --only seed=4,5"}
+ROUNDS=${GPU_CLAIMS_ROUNDS:-"hao-table1 --only variant=onlstm --only seed=3,4,5 ; hao-table1 --only variant=lstm --only seed=3
+hao-table1 --only variant=lstm --only seed=4,5 ; hao-table1 --budget probed --no-reuse
+hao-table1 --only variant=onlstm+san-residual --only seed=1,2,3,4
+hao-table1 --only variant=onlstm+san-residual --only seed=5"}
 
 # Probes, one a line, "RUN_DIR PROBE_DIR [cn3 probe options]": after each round, a run that now has
 # its checkpoint (best.pt) and no probe.json in PROBE_DIR yet is probed here, since checkpoints never

@@ -49,6 +49,7 @@ report docs/runs/experiments/xu-window/report xu-window
 report docs/runs/experiments/hao-table1/report hao-table1
 report docs/runs/experiments/hao-table1/report/vs-noshortcut hao-table1 --baseline onlstm+san-noshortcut --only variant=onlstm+san,onlstm+san-noshortcut
 report docs/runs/experiments/hao-table1/report/vs-lstm-san hao-table1 --baseline lstm+san --only variant=lstm+san,onlstm+san
+report docs/runs/experiments/hao-table1/report/vs-lstm hao-table1 --baseline lstm --only variant=lstm,onlstm
 report docs/runs/experiments/hao-table1-no-residual/report hao-table1 --budget no-residual
 report docs/runs/experiments/hao-table2/report hao-table2
 report docs/runs/experiments/hao-table2/report/paper-rows hao-table2 --baseline onlstm-first-noshortcut --only variant=onlstm-first-noshortcut,san-first-noshortcut
