@@ -36,6 +36,8 @@ runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/v
 report docs/runs/liu-table3-cpu/vs-cn3 liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline cn3
 report docs/runs/liu-table3-cpu-rest liu-table3 --budget cpu-rest
 report docs/runs/liu-table3-cpu-rest/vs-pdgraph liu-table3 --budget cpu-rest --baseline pdgraph
+report docs/runs/liu-table3-cpu-folds liu-table3 --budget cpu-folds
+report docs/runs/liu-table3-cpu-folds/vs-pdgraph liu-table3 --budget cpu-folds --baseline pdgraph
 report docs/runs/liu-table3-cpu-tuned liu-table3 --budget cpu-tuned
 report docs/runs/liu-table3-cpu-tuned/vs-pdgraph liu-table3 --budget cpu-tuned --baseline pdgraph
 report docs/runs/logic-length logic-length --budget cpu
