@@ -194,7 +194,9 @@ def _table(states: list[CellState], started: float, jobs: int | None):
               "elsewhere": "cyan", "waiting": "dim", "submitted": "blue"}
     for s in states:
         elapsed = s.seconds if s.seconds is not None else (time.time() - s.started if s.started else None)
-        seed = f"tune-{s.cell.tune}" if s.cell.tune else f"{s.cell.seed}" + (f" fold {s.cell.fold}" if s.cell.fold is not None else "")
+        seed = f"tune-{s.cell.tune}" if s.cell.tune else str(s.cell.seed)
+        if s.cell.fold is not None:
+            seed += f" fold {s.cell.fold}"
         table.add_row(s.cell.task, s.cell.variant, seed,
                       f"[{colour.get(s.state, 'white')}]{s.state}[/]", s.score,
                       f"{elapsed:.0f} s" if elapsed is not None else "", s.worker or "")
