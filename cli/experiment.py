@@ -324,6 +324,9 @@ def report_command(
                            "key of the items' meta, e.g. n_ops for logic; length; source): a table per task, "
                            "variants x groups, groups unseen in training marked; --out writes "
                            "by-FIELD.md/.csv/.tex/.json/.png."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="With --out, also draw report.png. Its bars do not "
+                              "depend on --baseline: a --baseline report of the same cells can leave the plot to "
+                              "the spec baseline's report (the shipped reports do, to keep the tree lean)."),
 ) -> None:
     """Tabulate a grid: mean ± std over seeds per variant and task, the paper's number beside it, and
     each variant against the spec's baseline (paired test on per-example predictions of matched
@@ -355,7 +358,7 @@ def report_command(
         if by is not None:
             text, record = report_by(spec_obj, cells, by, fmt.value, out, resamples)
         else:
-            text, record = report(spec_obj, cells, fmt.value, out, resamples)
+            text, record = report(spec_obj, cells, fmt.value, out, resamples, draw=plot)
     print(text, end="")
     finished = record["cells"]
     wall = record.get("grid_wall_seconds")

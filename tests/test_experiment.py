@@ -448,6 +448,11 @@ def test_the_report_can_test_against_another_baseline(grid):
     result = invoke("experiment", "report", spec, "--runs", runs, "--resamples", "200", "--baseline", "nbow")
     assert result.exit_code == 0, result.output
     assert "## against nbow" in result.stdout and "| lstm | " in result.stdout.split("## against nbow")[1]
+    out = Path(runs).parent / "vs-nbow"
+    lean = invoke("experiment", "report", spec, "--runs", runs, "--resamples", "200", "--baseline", "nbow",
+                  "--out", out, "--no-plot")
+    assert lean.exit_code == 0, lean.output
+    assert sorted(p.name for p in out.iterdir()) == ["report.csv", "report.json", "report.md", "report.tex"]
     wrong = invoke("experiment", "report", spec, "--runs", runs, "--baseline", "nbwo")
     assert wrong.exit_code == 1 and "--baseline nbwo: not a variant of this grid; did you mean 'nbow'?" in wrong.output
     assert "Traceback" not in wrong.output

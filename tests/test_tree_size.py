@@ -89,10 +89,12 @@ ESTIMATES = {
     "ptb_pos": (5_000, 8_000),     # dev 273 + test 245 sentences, ~12,500 tags, ~5% wrong
     "conll2003": (12_000, 20_000),  # eng.testa, 51,000 tags (dev, and test), ~4% wrong
 }
-#: The reports and RESULTS.md text those grids bring: four report folders the size of the largest grid
-#: report committed (liu-table3-cpu's, with its plot: the cpu-rest grid's two, and the cpu grid's three
-#: redrawn with 14 rows) and the claims page.
-NEW_REPORT_FOLDERS, NEW_TEXT = 4, 60_000
+#: The reports and RESULTS.md text those grids bring. The four report folders first planned here (the
+#: cpu-rest grid's two, the cpu grid's three redrawn with 14 rows) and cpu-folds' two are committed and
+#: counted above; what is left re-renders them in place (IMDB's column, SUBJ's folds, hao-table1's rows),
+#: so one more folder the size of the largest grid report committed is a margin, and the text the
+#: waiting claims add to RESULTS.md.
+NEW_REPORT_FOLDERS, NEW_TEXT = 1, 60_000
 
 
 def _matches(task: str, folder: str) -> bool:

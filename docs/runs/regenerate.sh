@@ -3,7 +3,8 @@
 # compare it with the committed one, file by file (report.md/.csv/.json/.tex; the PNGs are drawn by
 # matplotlib, whose bytes depend on its version, so they are not compared).
 #   bash docs/runs/regenerate.sh [SCRATCH]      exit 0: every report regenerates byte for byte
-# The commands are RESULTS.md's, with --out pointed at SCRATCH. Needs the prepared logic data for the
+# The commands are RESULTS.md's, with --out pointed at SCRATCH; a --baseline report of the same cells as
+# its grid's report is drawn --no-plot (its PNG would be a byte-for-byte copy of that report's). Needs the prepared logic data for the
 # --by n_ops report (cn3 prepare logic), as RESULTS.md says.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,18 +29,18 @@ report() {  # report OUT_DIR_COMMITTED ARGS...
 }
 mkdir -p "$scratch"
 report docs/runs/liu-table3-cpu liu-table3 --budget cpu --only task=trec,sick,conll2000
-report docs/runs/liu-table3-cpu/vs-pdgraph liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline pdgraph
+report docs/runs/liu-table3-cpu/vs-pdgraph liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline pdgraph --no-plot
 report docs/runs/liu-table3-cpu/sst2 liu-table3 --budget cpu --only task=sst2
 runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test liu-table3 --budget cpu --only task=sst2
-runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-pdgraph liu-table3 --budget cpu --only task=sst2 --baseline pdgraph
-runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-cn3 liu-table3 --budget cpu --only task=sst2 --baseline cn3
-report docs/runs/liu-table3-cpu/vs-cn3 liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline cn3
+runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-pdgraph liu-table3 --budget cpu --only task=sst2 --baseline pdgraph --no-plot
+runs=docs/runs/experiments-sst2-test report docs/runs/liu-table3-cpu/sst2-test/vs-cn3 liu-table3 --budget cpu --only task=sst2 --baseline cn3 --no-plot
+report docs/runs/liu-table3-cpu/vs-cn3 liu-table3 --budget cpu --only task=trec,sick,conll2000 --baseline cn3 --no-plot
 report docs/runs/liu-table3-cpu-rest liu-table3 --budget cpu-rest
-report docs/runs/liu-table3-cpu-rest/vs-pdgraph liu-table3 --budget cpu-rest --baseline pdgraph
+report docs/runs/liu-table3-cpu-rest/vs-pdgraph liu-table3 --budget cpu-rest --baseline pdgraph --no-plot
 report docs/runs/liu-table3-cpu-folds liu-table3 --budget cpu-folds
-report docs/runs/liu-table3-cpu-folds/vs-pdgraph liu-table3 --budget cpu-folds --baseline pdgraph
+report docs/runs/liu-table3-cpu-folds/vs-pdgraph liu-table3 --budget cpu-folds --baseline pdgraph --no-plot
 report docs/runs/liu-table3-cpu-tuned liu-table3 --budget cpu-tuned
-report docs/runs/liu-table3-cpu-tuned/vs-pdgraph liu-table3 --budget cpu-tuned --baseline pdgraph
+report docs/runs/liu-table3-cpu-tuned/vs-pdgraph liu-table3 --budget cpu-tuned --baseline pdgraph --no-plot
 report docs/runs/logic-length logic-length --budget cpu
 report docs/runs/logic-length/vs-transformer logic-length --budget cpu --only variant=transformer,onlstm,onlstm_san,hybrid --baseline transformer
 report docs/runs/logic-length logic-length --budget cpu --by n_ops

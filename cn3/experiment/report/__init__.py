@@ -79,9 +79,9 @@ def _write(out: Path, stem: str, fmt: str, text: str, rendered: Callable[[str], 
 
 
 def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path | None = None,
-           resamples: int = 10_000) -> tuple[str, dict]:
+           resamples: int = 10_000, draw: bool = True) -> tuple[str, dict]:
     """Collect, test and render; with ``out`` also write ``report.{md,csv,tex}``, ``report.json`` and
-    ``report.png`` there. Returns the rendered table and the JSON record."""
+    (with ``draw``) ``report.png`` there. Returns the rendered table and the JSON record."""
     spec = _gridded(spec, cells)
     budget = next((c.budget for c in cells), None)
     columns = collect(cells)
@@ -95,7 +95,8 @@ def report(spec: ExperimentSpec, cells: list[Cell], fmt: str = "md", out: Path |
     record = report_record(spec, columns, budget, grid_wall(cells), cell_counts(cells), tuning, gates, reused)
     if out is not None:
         _write(out, "report", fmt, text, rendered, record)
-        plot(spec, columns, out / "report.png")
+        if draw:
+            plot(spec, columns, out / "report.png")
     return text, record
 
 
