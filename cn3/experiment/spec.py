@@ -64,6 +64,11 @@ SPEC_KEYS = {"name", "description", "tasks", "variants", "baseline", "seeds", "s
 BUDGET_KEYS = {"set", "tasks", "variants", "seeds", "description", "tune", "differs", "folds"}
 
 
+def seed_dir(seed: int, fold: int | None = None) -> str:
+    """A seed cell's directory name (and the last part of its name): ``seed<S>``, ``seed<S>-fold<F>``."""
+    return f"seed{seed}" + ("" if fold is None else f"-fold{fold}")
+
+
 @dataclass(frozen=True)
 class Cell:
     """One training of the grid.
@@ -93,8 +98,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        seed = f"seed{self.seed}" + ("" if self.fold is None else f"-fold{self.fold}")
-        return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else seed)
+        return f"{self.task}/{self.variant}/" + (f"tune-{self.tune}" if self.tune else seed_dir(self.seed, self.fold))
 
     @property
     def kind(self) -> RunKind:
@@ -197,18 +201,13 @@ class ExperimentSpec:
                     for fold in folds.get(task, [None]):
                         if "fold" in only and (fold is None or str(fold) not in only["fold"]):
                             continue
-                        run_dir = home / (f"seed{seed}" if fold is None else f"seed{seed}-fold{fold}")
-                        if tuning is None:
-                            cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task, fold), run_dir,
-                                              budget=budget, fold=fold))
-                        elif chosen is None:
-                            cells.append(Cell(task, variant, int(seed), texts(overrides, {}, task, fold), run_dir,
-                                              waiting=True, budget=budget, fold=fold))
-                        else:  # the tuning seed's cell is the chosen option's run (one fold: not with folds)
-                            if int(seed) == tune_seed and fold is None:
-                                run_dir = tune_dirs[chosen]
-                            cells.append(Cell(task, variant, int(seed), texts(overrides, tuning.options[chosen], task, fold),
-                                              run_dir, option=chosen, budget=budget, fold=fold))
+                        run_dir = home / seed_dir(int(seed), fold)
+                        waiting = tuning is not None and chosen is None  # its option (and config) not known yet
+                        option = tuning.options[chosen] if chosen is not None else {}  # (no tuning: none chosen)
+                        if chosen is not None and int(seed) == tune_seed and fold is None:
+                            run_dir = tune_dirs[chosen]  # the tuning seed's cell is the chosen option's run
+                        cells.append(Cell(task, variant, int(seed), texts(overrides, option, task, fold), run_dir,
+                                          option=chosen, waiting=waiting, budget=budget, fold=fold))
         return cells
 
 
@@ -267,7 +266,7 @@ def _folds(value, tasks: dict, where: str) -> dict[str, list[int]]:
     from data_prep.tasks import TASKS
     from data_prep.taskspec import TaskOptions
 
-    out = {}
+    out, n_folds = {}, TaskOptions().n_folds
     for task, folds in _mapping(value, where).items():
         if task not in tasks:
             raise ConfigError(f"{where}.{task}: not a task of the spec (tasks: {', '.join(tasks)})")
@@ -279,8 +278,8 @@ def _folds(value, tasks: dict, where: str) -> dict[str, list[int]]:
                               f"got {folds!r}")
         if kind_of_task(task).translation or not TASKS[task].cv:
             raise ConfigError(f"{where}.{task}: the task has an official test split, not folds")
-        if max(folds) >= TaskOptions().n_folds:
-            raise ConfigError(f"{where}.{task}: the task has folds 0-{TaskOptions().n_folds - 1}, got {max(folds)}")
+        if max(folds) >= n_folds:
+            raise ConfigError(f"{where}.{task}: the task has folds 0-{n_folds - 1}, got {max(folds)}")
         out[str(task)] = folds
     return out
 
