@@ -1,29 +1,20 @@
 """Additive attention ``softmax_k(u^T tanh(q_i + k_k + E[t_ik]))`` in bounded memory.
 
-Plain broadcasting materialises ``tanh(q_i + k_k + E[t_ik])`` as a ``(B, N, N, e)`` tensor and
-autograd keeps it and its input for backward: at N = 2,500 and e = 150 that is 3.75 GB each.
-:class:`BlockwiseAdditiveAttention` walks blocks of query rows instead. A block of rows holds
-whole softmax rows, so energy and masked softmax finish inside the block and only one block of
-``tanh`` exists at a time. Backward recomputes ``tanh`` block by block from what forward saved:
-the per-node projections ``q``, ``k`` (``(B, N, e)``), ``u``, the per-type edge vectors and edge
-types, the values, the output and the weights. The ``(B, N, N)`` weights are ``e`` times smaller
-than ``tanh`` and are the (non-differentiable) ``alpha`` callers keep for inspection anyway.
+WHY: broadcasting materialises ``tanh(q_i + k_k + E[t_ik])`` as a ``(B, N, N, e)`` tensor that
+autograd keeps with its input (3.75 GB each at N = 2,500, e = 150).
+:class:`BlockwiseAdditiveAttention` walks blocks of whole query rows instead, so energy and
+masked softmax finish inside a block and one block of ``tanh`` exists at a time. Backward
+recomputes ``tanh`` block by block from the saved ``q``, ``k`` (``(B, N, e)``), ``u``, edge
+vectors and types, values, output and the ``(B, N, N)`` weights (``e`` times smaller than
+``tanh``, and kept by callers as ``alpha`` anyway).
 
-Mixed precision (``torch.autocast``): the projections arrive in the autocast dtype (bf16/fp16)
-while ``u`` and the edge vectors are fp32 parameters. The big per-block work (``tanh``, the energy
-GEMV, the context GEMM) runs in the projections' dtype, which is where bf16 halves the memory
-traffic; the softmax, the saved weights and every gradient accumulator stay fp32, so summing over
-thousands of blocks and rows does not lose precision; each gradient is returned in its input's
-dtype. In fp32 every cast below is a no-op.
+Mixed precision: under ``torch.autocast`` the per-block work (``tanh``, energy GEMV, context GEMM)
+runs in the projections' dtype; the softmax, saved weights and gradient accumulators stay fp32, and
+each gradient is returned in its input's dtype.
 
-The dense path (the layer's ``impl="dense"``, its CUDA choice where Triton is missing) is this same
-function with blocks sized by :data:`DENSE_ELEMENTS` instead of :data:`BLOCK_ELEMENTS`: on a GPU a
-block costs ~15 kernel launches, so the small CPU blocks made 534 launches per step at 8 x 200 and
-1,607 at 1 x 1000 (issue 30) while the GPU idled. With the dense budget the energy of a whole batch
-is one broadcast ``q_i + k_k + E[t_ik]`` up to ``B N^2 e`` = 2^26 elements (64 x 20 and 8 x 200 at
-``e = 100``), and larger inputs are cut into query blocks of that size (1 x 1000: two, 1 x 5000: 38). The budget
-bounds memory: one ``(B, rows, Nk, e)`` buffer (256 MB in fp32) lives at a time, backward adds the
-``tanh_backward`` product in place, and what is saved stays the ``(B, N, N)`` weights.
+The dense path (the layer's ``impl="dense"``, its CUDA choice without Triton) is this function with
+blocks of :data:`DENSE_ELEMENTS` instead of :data:`BLOCK_ELEMENTS`: few, large blocks, because on
+a GPU each block costs kernel launches (figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -33,14 +24,13 @@ from torch import Tensor
 
 from cn3.attention import attend, masked_softmax
 
-#: Elements of the ``(B, rows, Nk, e)`` block buffer (8 MB in float32). Each block costs ~0.3 ms
-#: of Python dispatch and small-GEMM overhead, so blocks should be large; but the buffer and the
-#: (N, N) weights must fit the 64 MB per-layer budget at N = 2,500 (bench: 57 MB peak).
+#: Elements of the ``(B, rows, Nk, e)`` block buffer (8 MB in float32): blocks as large as the
+#: 64 MB per-layer budget at N = 2,500 allows (each block has a fixed dispatch cost).
 BLOCK_ELEMENTS = 1 << 21
 
 
-#: Elements of one block on the dense path (256 MB in float32): a few launches per step up to
-#: 1 x 1000 at ``e = 100``, while leaving a GPU's memory to the model.
+#: Elements of one block on the dense path (256 MB in float32): one block per batch up to
+#: ``B N^2 e`` = 2^26, while leaving a GPU's memory to the model.
 DENSE_ELEMENTS = 1 << 26
 
 

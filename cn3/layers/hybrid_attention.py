@@ -4,72 +4,44 @@ for Self-Attention Networks").
 One energy ``xi = QK^T / sqrt(d_k)`` per head, two distributions from it:
 
 * global: ``a_i = softmax(xi_i)`` over all real keys (:func:`cn3.attention.masked_softmax`);
-* local (eq. 3): ``l_i = softmax(B(xi_i))`` where ``B`` sets ``-inf`` outside ``|i - j| <= m``.
+* local (eq. 3): ``l_i = softmax(B(xi_i))`` where ``B`` sets ``-inf`` outside ``|i - j| <= m``,
+  computed from the band alone: the ``2m + 1`` energies ``xi_{i, i+o}`` gathered into
+  ``(B, H, N, 2m + 1)`` (:func:`cn3.attention.band_gather`, column ``m + o``) and softmaxed over
+  that axis with a band-shaped key mask (:func:`cn3.attention.local_band`). Masked keys get 0 and
+  a query with no real key in its window all zeros, never NaN.
 
-The local distribution is computed from the band alone. Only the ``2m + 1`` keys ``j = i + o``,
-``o`` in ``[-m, m]``, can carry local weight, so the band of the energy is gathered into
-``(B, H, N, 2m + 1)`` (:func:`cn3.attention.band_gather`, column ``m + o`` holds key ``i + o``) and the masked
-softmax runs over that last axis (:func:`cn3.attention.local_band`), with a band-shaped key mask
-(:func:`cn3.attention.band_key_mask`: keys outside the sentence or padded are masked). Masking keeps its one
-definition (:func:`cn3.attention.masked_softmax`): masked keys get exactly 0, a query with no real
-key in its window gets all zeros, never NaN. No ``N x N`` mask, masked fill, exponential or
-normalisation is spent on the local distribution. Being a softmax of the band energies themselves
-(not the global weights renormalised over the band, as before issue 15), it needs no fallback
-for a query whose band holds a vanishing share of its global weight.
-The window is capped at ``N - 1`` (a wider one covers the same keys), so ``window >= N - 1`` is
-global attention and ``window = 0`` each token's own value.
+The window is capped at ``N - 1``: ``window >= N - 1`` is global attention, ``window = 0`` each
+token's own value.
 
 Combinations (``mode``):
 
-* ``hybrid`` (eq. 4-5): ``H^_i = (1 - g_i) Att(xi_i, V) + g_i Att(B(xi_i), V)`` with
-  ``g_i = sigmoid(W H_i + b)``, one gate per token and head (or per token). Because ``g_i`` is a
-  scalar per query row, this is ``Att(w_i, V)`` with the mixed distribution
-  ``w_i = (1 - g_i) a_i + g_i l_i``, attended once. :class:`_HybridWeights` builds ``w`` (after
-  dropout) in one step: the global weights times ``1 - g`` with ``g l`` added into their band, and
-  a hand-written backward; ``1 - g`` rides on the passes that apply the dropout mask, so the mix
-  adds no pass over ``N x N`` to those of vanilla attention, only work on the band.
-
-  Why mix the weights rather than the outputs (``g Att(l, V) + (1 - g) Att(a, V)``, with the band
-  attended straight from ``V`` padded by ``m``, which builds nothing ``N x N`` for the local
-  pattern)? Attending the band costs ``2m + 1`` passes over ``(B, H, N, d_k)`` forward, about
-  twice as many backward, and the mix of two outputs, while one pass over ``N x N`` costs less
-  than one over ``N x d_k`` as long as ``N < d_k``. With the shapes of ``bench/attention.py``
-  (window 1, ``d_k = 64``; one thread, CPU time, 2026-11-23), mixing the outputs cost 1.46x /
-  1.26x / 1.16x vanilla attention at ``N`` = 25 / 50 / 200, mixing the weights with plain
-  autograd ops 1.07x / 1.08x / 1.12x; this function's figures are in docs/benchmarks.md.
+* ``hybrid`` (eq. 4-5): ``H^_i = (1 - g_i) Att(xi_i, V) + g_i Att(B(xi_i), V)``,
+  ``g_i = sigmoid(W H_i + b)`` per token (and head). As ``g_i`` is a scalar per query row, this is
+  ``Att(w_i, V)`` with ``w_i = (1 - g_i) a_i + g_i l_i``, built in one step by
+  :class:`_HybridWeights`. WHY mix the weights, not the two outputs: one pass over ``N x N`` costs
+  less than the ``2m + 1`` passes over ``(B, H, N, d_k)`` of attending the band while ``N < d_k``
+  (figures: docs/benchmarks.md, "Local distribution from the band").
 * ``local``: the local distribution only (the paper's "local" ablation).
 * ``concat``: both outputs, concatenated per token and projected from ``2 d`` to ``d``.
+  ``local`` and ``concat`` scatter the band into an ``N x N`` matrix of zeros
+  (:func:`cn3.attention.band_scatter`) and attend with one product.
 
-In ``local`` and ``concat`` mode the band weights are scattered into an ``N x N`` matrix of zeros
-(:func:`cn3.attention.band_scatter`) and attended with one matrix product, for the same reason (plain autograd:
-neither mode is on the hot path the benchmark watches).
+Attention dropout is applied to BOTH distributions (the authors' code skips the local one). In
+``hybrid`` mode they share one mask ``M`` over the ``(B, H, N, N)`` weights
+(:meth:`HybridSelfAttention.dropout_mask`), i.e. dropout of the mixed distribution:
+``Att(drop_M(g l + (1-g) a), V) = g Att(drop_M(l), V) + (1-g) Att(drop_M(a), V)``. ``local``
+drops its band; ``concat`` draws independent masks for its two distributions.
 
-Attention dropout is applied to BOTH distributions (the authors' code skips it on the local one).
-In ``hybrid`` mode the two share one dropout mask, i.e. dropout is applied to the mixed
-distribution: ``Att(drop(g l + (1-g) a), V) = g Att(drop_M(l), V) + (1-g) Att(drop_M(a), V)``
-with the same mask ``M``: one Bernoulli draw over the ``(B, H, N, N)`` weights
-(:meth:`HybridSelfAttention.dropout_mask`, the draw ``F.dropout`` makes on CPU), whose band also
-drops the local weights. ``local`` drops its band weights and ``concat`` draws independent masks
-for its two distributions; dropping the band alone is the same in distribution as dropping the
-``N x N`` matrix, whose other entries are 0.
-
-The SDPA path (``hybrid`` mode on CUDA, issue 31). On a GPU at NMT sizes the layer is bound by
-kernel launches, not arithmetic: the weights path above runs two masked softmaxes, the band gathers
-and scatters and the mix as some 40 small kernels forward and backward, which made the hybrid layer
-1.34-1.42x the Transformer layer on an H100 (on CPU 1.00-1.08x). Because ``g_i`` is a scalar per
-query row, eq. 5 is also ``H^_i = lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, and each of the two
-attentions is one fused ``F.scaled_dot_product_attention`` call (forward and backward a kernel or
-two each: the memory-efficient or cuDNN kernel, which take a boolean mask), the local one with the
-mask ``band & key`` (:func:`band_self_masks`, cached per ``(N, m, device)``). It is the same
-function up to rounding at every real query. It differs in two places, both outside what a model
-reads: (1) a padded query is also allowed to attend to itself, so that no row of either mask is
-empty (SDPA backends disagree on fully masked rows, and a NaN there would reach the next layer
-through ``0 * NaN``); padded rows are masked as keys downstream and get zero gradient;
-(2) attention dropout draws two independent masks, one per distribution (SDPA draws its own), in
-expectation the same as the shared mask above. ``need_weights`` always takes the weights path.
-:attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (the default: CUDA, unless
-``torch.use_deterministic_algorithms`` is on; on CPU the weights path is as fast and keeps the shared
-dropout mask the tests pin), ``"always"``, ``"never"``.
+SDPA path (``hybrid`` mode on CUDA). On a GPU at NMT sizes the layer is bound by kernel launches,
+so eq. 5 is computed as ``lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, each attention one
+``F.scaled_dot_product_attention`` call, the local one with the mask ``band & key``
+(:func:`band_self_masks`). Equal to the weights path up to rounding at every real query; it
+differs only (1) in letting a padded query attend to itself, so no mask row is empty (SDPA
+backends disagree on fully masked rows, and a NaN would reach the next layer through ``0 * NaN``),
+and (2) in drawing one dropout mask per distribution (same expectation). ``need_weights`` always
+takes the weights path. :attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (CUDA, unless
+``torch.use_deterministic_algorithms`` is on), ``"always"``, ``"never"``. GPU figures:
+docs/benchmarks.md, "NMT layers on a GPU".
 """
 
 from __future__ import annotations
@@ -90,9 +62,10 @@ _MASKS: dict[tuple[int, int, str], tuple[Tensor, Tensor]] = {}
 
 
 def band_self_masks(n: int, m: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """``(band, self)``: ``(N, N)`` bool masks ``|i - j| <= m`` and ``i == j``, made once per
-    ``(N, m, device)`` (a few kernels each, which on a GPU cost as much as the attention itself at
-    N = 25) and kept for the process; outside inference mode, so that training may read them."""
+    """``(band, self)``: ``(N, N)`` bool masks ``|i - j| <= m`` and ``i == j``, cached per
+    ``(N, m, device)`` (on a GPU, building them costs as much as the attention at N = 25); made
+    outside inference mode, so that training may read them.
+    """
     key = (n, m, str(device))
     masks = _MASKS.get(key)
     if masks is None:
@@ -109,22 +82,17 @@ def band_self_masks(n: int, m: int, device: torch.device) -> tuple[Tensor, Tenso
 class _HybridWeights(torch.autograd.Function):
     """The mixed weights ``w = (1 - g) a + g l`` after attention dropout, in one step.
 
-    ``a = masked_softmax(energy, key_mask)`` are the global weights, ``l`` the local band weights
-    (:func:`cn3.attention.local_band`, added into the band of ``w``) and ``g = sigmoid(z)`` the gate of each query
-    row (and head); inputs ``energy (B, H, N, N)`` and the gate logits ``z (B, G, N, 1)``.
-    ``keep``: ``None`` (no dropout) or the ``0/1`` keep mask ``r (B, H, N, N)`` of one dropout
-    draw, which this function owns (it is scaled in place); the output is then
-    ``r (1 - g) a / (1 - p) + r g l / (1 - p)``, i.e. ``F.dropout`` of the mixed weights with the mask
-    ``r``. The dropout scaling and ``1 - g`` are one factor ``s = r (1 - g) / (1 - p)``, applied in
-    the pass that applies the mask, so the mix costs no ``N x N`` pass beyond what vanilla attention
-    with dropout spends (without dropout: one, ``a (1 - g)``).
+    Inputs: ``energy (B, H, N, N)``, gate logits ``z (B, G, N, 1)`` (``g = sigmoid(z)``); ``a`` the
+    global weights, ``l`` the local band weights (:func:`cn3.attention.local_band`), added into the
+    band of ``w``. ``keep``: ``None`` (no dropout) or the ``0/1`` keep mask ``r (B, H, N, N)``, which
+    this function owns (scaled in place); the output is then ``F.dropout`` of ``w`` with mask ``r``.
+    ``s = r (1 - g) / (1 - p)`` is applied in the pass that applies the mask, so the mix adds no
+    ``N x N`` pass to vanilla attention with dropout.
 
-    Backward, with ``G`` the gradient of the output and ``u = G s``: the global part of ``dE`` is
-    :func:`cn3.attention.softmax_backward` of ``u`` (the same passes as vanilla attention: ``G r / (1 - p)``,
-    ``<u_i, a_i>``, the difference and the product), the local part the band softmax's gradient of
-    ``g r G / (1 - p)`` on the band, added at ``(i, i + o)``, and the gate's
-    ``dz = g ((1 - g) <(r G / (1 - p))_band, l> - <u_i, a_i>)``, taken w.r.t. the logits so that no
-    ``1 / (1 - g)`` appears.
+    Backward, with ``G`` the output gradient and ``u = G s``: the global part of ``dE`` is
+    :func:`cn3.attention.softmax_backward` of ``u``; the local part the band softmax's gradient of
+    ``g r G / (1 - p)``, added at ``(i, i + o)``; the gate's
+    ``dz = g ((1 - g) <(r G / (1 - p))_band, l> - <u_i, a_i>)`` (w.r.t. the logits: no ``1 / (1 - g)``).
     """
 
     @staticmethod
@@ -173,12 +141,14 @@ class HybridSelfAttention(MultiHeadAttention):
         mode: ``hybrid`` (gated), ``local`` or ``concat``.
         gate_per_head: ``W`` maps ``d -> heads`` (each head mixes on its own) instead of ``d -> 1``.
 
-    ``forward`` returns ``(out, info)``; for ``hybrid`` ``info["gate"]`` is ``g`` of shape
-    ``(B, G, N)`` (``G`` = heads or 1), the weight of the LOCAL distribution.
+    Raises:
+        ValueError: ``window < 0`` or an unknown ``mode``.
 
-    ``sdpa``: ``"auto"`` | ``"always"`` | ``"never"``: when ``hybrid`` mode takes the SDPA path
-    (see the module docstring; ``"auto"``: on CUDA). A class attribute; set it on an instance to
-    choose per layer.
+    ``forward`` returns ``(out, info)``; for ``hybrid`` ``info["gate"]`` is ``g (B, G, N)``
+    (``G`` = heads or 1), the weight of the LOCAL distribution.
+
+    ``sdpa`` (class attribute, settable per instance): ``"auto"`` | ``"always"`` | ``"never"``, when
+    ``hybrid`` mode takes the SDPA path.
     """
 
     sdpa: Literal["auto", "always", "never"] = "auto"
@@ -205,10 +175,10 @@ class HybridSelfAttention(MultiHeadAttention):
             nn.init.zeros_(self.gate.bias)
 
     def dropout_mask(self, like: Tensor) -> Tensor:
-        """The keep mask ``r`` (1 with probability ``1 - p``, else 0) of one attention-dropout draw:
-        a NEW tensor like ``like`` (``hybrid`` mode scales it in place), drawn as ``F.dropout`` draws
-        on CPU. ``hybrid`` mode applies it to the mixed weights; tests replace this method to
-        compare with a dense reference."""
+        """The keep mask ``r`` (1 with probability ``1 - p``) of one attention-dropout draw: a NEW tensor
+        like ``like``, drawn as ``F.dropout`` draws on CPU. Tests replace this method to compare with a
+        dense reference.
+        """
         return torch.empty_like(like).bernoulli_(1.0 - self.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, dict | None]:

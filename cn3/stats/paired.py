@@ -1,25 +1,19 @@
 """Paired significance tests on per-item counts, through scipy: :func:`paired_test`.
 
-The p-value is **paired approximate randomization** (Noreen, 1989; Riezler & Maxwell, 2005): under the
-null hypothesis A's and B's prediction of an item are exchangeable, so each trial swaps them on a
-random subset of items and recomputes the metric's difference; two-sided.
-``scipy.stats.permutation_test(permutation_type="samples")`` runs it, and enumerates all ``2**n``
-swaps exactly when that is no more than ``resamples``. The interval is a 95% **paired bootstrap**
-percentile interval of the difference (Koehn, 2004): items are resampled with replacement, A's and
-B's prediction of an item together (``scipy.stats.bootstrap(paired=True)``).
+p: two-sided **paired approximate randomization** (Noreen, 1989; Riezler & Maxwell, 2005): under
+the null A's and B's predictions of an item are exchangeable, so each trial swaps them on a random
+subset of items (``scipy.stats.permutation_test(permutation_type="samples")``, exact when all
+``2**n`` swaps fit in ``resamples``). Interval: 95% **paired bootstrap** percentile interval
+(Koehn, 2004; ``scipy.stats.bootstrap(paired=True)``).
 
-**Non-decomposable metrics through scipy.** Span F1 (and BLEU) is not a mean over items, but it is a
-function of per-item counts summed over the items (:mod:`cn3.stats.counts`). The two "samples" handed
-to scipy are therefore *row numbers* into one table of counts, A's rows ``0..n-1`` and B's rows
-``n..2n-1``: a permutation swaps row ``i`` with row ``n + i`` (A's and B's prediction of item ``i``), a
-bootstrap resample picks the same items for both, and the statistic sums the rows it is given and
-recomputes the metric, vectorised along scipy's ``axis``.
+**Non-decomposable metrics.** Span F1 and BLEU are functions of per-item counts summed over items
+(:mod:`cn3.stats.counts`), so the two "samples" handed to scipy are *row numbers* into one table of
+counts, A's rows ``0..n-1`` and B's ``n..2n-1``: a permutation swaps row ``i`` with ``n + i``, a
+bootstrap resample picks the same items for both, and the statistic sums the rows and rescores.
 
-**Pooling seeds.** Runs of matched seeds (seed s of A paired with seed s of B, on the same items) are
-compared by concatenating their items: ``gold`` repeated once per seed, and each system's predictions
-of seed 1, seed 2, ... in the same order. Swaps and resamples then stay within a (seed, item) pair.
-The pooled score is the metric over the concatenation: the mean accuracy over seeds, and the
-micro-averaged span F1 or BLEU over all seeds' items.
+**Pooling seeds.** Matched seeds are compared by concatenating their items (``gold`` repeated per
+seed, predictions in the same order), so swaps and resamples stay within a (seed, item) pair; the
+pooled score is the metric over the concatenation.
 """
 
 from __future__ import annotations
@@ -112,14 +106,10 @@ def paired_test(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metric: str,
                 resamples: int = 10_000, seed: int = 0) -> PairedResult:
     """Paired approximate randomization test and bootstrap interval of A's minus B's score.
 
-    The p-value is two-sided paired approximate randomization (Riezler & Maxwell, 2005): each of
-    ``resamples`` trials swaps A's and B's prediction on a random subset of items and recomputes the
-    difference; p is scipy's two-sided p, twice the smaller tail beyond the observed difference (with
-    the +1 correction). Swapping all items negates the difference, so the distribution is symmetric
-    and, when the ``2**d`` swaps of the ``d`` items A and B score differently fit in ``resamples``
-    and are enumerated exactly, p is the share of swaps whose difference is at least the observed
-    one in absolute value. The interval is the 95% paired bootstrap percentile interval (Koehn, 2004). Both through scipy; see the module docstring for how a
-    non-decomposable metric such as span F1 goes through it, and for pooling matched seeds.
+    p is scipy's two-sided p over ``resamples`` random swaps (with the +1 correction), or exact when
+    the ``2**d`` swaps of the ``d`` items A and B score differently fit in ``resamples``. The interval is
+    the 95% paired bootstrap percentile interval. See the module docstring for non-decomposable
+    metrics and pooled seeds.
 
     Args:
         gold: per item, the gold label (accuracy) or the sentence's gold tags (token_accuracy, span_f1).

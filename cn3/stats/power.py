@@ -1,10 +1,9 @@
-"""What a comparison that found nothing could have found: the smallest difference detected with
-power 0.8 at level 0.05, across seeds from the pooled per-seed spread (the exact power of Welch's
-test, :func:`welch_power`; the textbook pooled t-test's through the noncentral t,
-:func:`t_test_power`), and on items from the per-item paired differences
-(:func:`paired_differences`; normal approximation). An item's difference is its first-order
-(delta-method) contribution to the corpus score, so span F1 and BLEU, which are not means over items,
-get one too."""
+"""What a comparison that found nothing could have found: the smallest difference detected with a
+given power and level, across seeds (Welch's test, :func:`detectable_welch`) or on items (the
+per-item paired differences, :func:`detectable_paired`; normal approximation). An item's difference
+is its first-order (delta-method) contribution to the corpus score, so span F1 and BLEU, which are
+not means over items, get one too.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +29,11 @@ def pooled_std(scores_a: Sequence[float], scores_b: Sequence[float]) -> float | 
 
 
 def t_test_power(difference: float, std: float, n_a: int, n_b: int, *, alpha: float = ALPHA) -> float:
-    """Power of the two-sided pooled-variance t-test of two means (Student's), for a true difference
-    ``difference`` when every run's score has standard deviation ``std`` and the sides have ``n_a`` and
-    ``n_b`` runs: the noncentral t (``scipy.stats.nct``) with ``n_a + n_b - 2`` degrees of freedom and
-    noncentrality ``difference / (std * sqrt(1/n_a + 1/n_b))``, beyond either critical value
-    ``t_{1 - alpha/2}``. The textbook figure (R's ``power.t.test``: 64 runs a side detect half a
-    standard deviation with power 0.8015; Cohen 1988, Table 2.4.1)."""
+    """Power of the two-sided pooled-variance (Student's) t-test of two means, for a true difference
+    ``difference``, per-run standard deviation ``std`` and ``n_a``, ``n_b`` runs: the noncentral t
+    with ``n_a + n_b - 2`` degrees of freedom and noncentrality ``difference / (std * sqrt(1/n_a +
+    1/n_b))`` beyond either critical value ``t_{1 - alpha/2}`` (as R's ``power.t.test``; Cohen 1988).
+    """
     from scipy import stats
 
     _check_power_inputs(std, n_a, n_b)
@@ -68,18 +66,15 @@ def _welch_thresholds(n_a: int, n_b: int, alpha: float, grid: int = 400) -> np.n
 
 
 def welch_power(difference: float, std: float, n_a: int, n_b: int, *, alpha: float = ALPHA) -> float:
-    """Power of Welch's two-sided t-test (:func:`welch`) across seeds, for a true difference of means
-    ``difference`` when every run's score is normal with standard deviation ``std`` on both sides, with
-    ``n_a`` and ``n_b`` runs.
+    """Power of Welch's two-sided t-test (:func:`welch`) for a true difference of means ``difference``
+    when every run's score is normal with standard deviation ``std``, with ``n_a`` and ``n_b`` runs.
 
-    Welch's test estimates its degrees of freedom from the two sample variances, so its power is not
-    the noncentral t's of the pooled test (:func:`t_test_power`): with few runs it is lower (at 2 runs a
-    side, the difference the pooled test finds with power 0.8 Welch's finds with 0.48; 0.70 at 3 runs,
-    0.79 at 6; they agree as the runs grow). Computed exactly up to quadrature: given the sample
-    variances, the difference of means is normal and independent of them, so the power is the mean,
-    over a 400 x 400 grid of the variances' quantiles (:func:`_welch_thresholds`), of
-    ``Phi(delta/tau - R) + Phi(-delta/tau - R)`` with ``R`` Welch's threshold over the true standard
-    error ``tau``. Brute-force simulation agrees to 0.005 (``tests/test_stats.py``).
+    WHY not the noncentral t of :func:`t_test_power`: Welch's test estimates its degrees of freedom from
+    the sample variances, so with few runs its power is lower. Computed exactly up to quadrature: given
+    the sample variances the difference of means is normal and independent of them, so the power is the
+    mean, over a 400 x 400 grid of the variances' quantiles (:func:`_welch_thresholds`), of
+    ``Phi(delta/tau - R) + Phi(-delta/tau - R)``, ``R`` Welch's threshold over the true standard error
+    ``tau``.
     """
     from scipy import stats
 
@@ -91,15 +86,13 @@ def welch_power(difference: float, std: float, n_a: int, n_b: int, *, alpha: flo
 
 def detectable_welch(std: float | None, n_a: int, n_b: int, *, alpha: float = ALPHA,
                      power: float = POWER) -> float | None:
-    """The smallest difference of means (absolute, in the scores' points) that Welch's two-sided
-    t-test across seeds detects with probability ``power`` at level ``alpha``, when each run's score
-    varies with standard deviation ``std``: the root of :func:`welch_power` ``= power`` in the
-    difference (``scipy.optimize.brentq``).
+    """The smallest difference of means (absolute, in points) that Welch's two-sided t-test detects with
+    probability ``power`` at level ``alpha`` when each run's score has standard deviation ``std``: the
+    root of :func:`welch_power` ``= power`` (``scipy.optimize.brentq``).
 
-    For a comparison that was not significant across seeds, this tells "no effect" from "too few
-    seeds": a true difference below it would usually be missed. ``std`` is the per-seed spread of
-    both sides pooled (:func:`pooled_std`), an estimate from the same few runs. None when it cannot be
-    said: fewer than 2 runs a side, or no spread (``std`` None or 0).
+    Tells "no effect" from "too few seeds" for a comparison that was not significant. ``std`` is
+    usually :func:`pooled_std` of the same runs. None for fewer than 2 runs a side or no spread
+    (``std`` None or 0).
     """
     from scipy import optimize
 
@@ -119,12 +112,10 @@ def detectable_across_seeds(scores_a: Sequence[float], scores_b: Sequence[float]
 
 
 def detectable_paired(differences: Sequence[float], *, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest difference (absolute, in points) that a two-sided paired test on ``n`` items
-    detects with probability ``power`` at level ``alpha``, by the normal approximation:
-    ``(z_{1 - alpha/2} + z_power) * sd(d) / sqrt(n)`` (2.80 standard errors at 0.05 and 0.8), where
-    ``d`` are the per-item paired differences (:func:`item_differences`) and ``sd`` their sample
-    standard deviation. A paired randomization test on many items has about the power of this z-test.
-    None for fewer than 2 items.
+    """The smallest difference (absolute, in points) that a two-sided paired test on ``n`` items detects
+    with probability ``power`` at level ``alpha``, by the normal approximation
+    ``(z_{1 - alpha/2} + z_power) * sd(d) / sqrt(n)``, ``d`` the per-item paired differences
+    (:func:`item_differences`). None for fewer than 2 items.
     """
     from scipy import stats
 
@@ -168,9 +159,9 @@ def _smooth_bleu(sums: np.ndarray) -> np.ndarray:
 
 def paired_differences(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metric: str, *,
                        tag_scheme: str | None = None) -> np.ndarray:
-    """:func:`item_differences` of two systems' predictions, counted as :func:`paired_test` (or, for
-    ``bleu``, :func:`bleu_paired_test`: ``gold`` the references, the predictions the translations)
-    counts them."""
+    """:func:`item_differences` of two systems' predictions, counted as :func:`paired_test` (for ``bleu``,
+    :func:`bleu_paired_test`: ``gold`` the references) counts them.
+    """
     if metric == "bleu":
         from sacrebleu.metrics import BLEU
 

@@ -81,17 +81,16 @@ def make_annotator(
 
 
 def default_annotator_name(gold: frozenset[str], stanza_dir: str | Path | None = None) -> str:
-    """The annotator used when the user names none.
+    """The annotator used when the user names none, the first that applies:
 
-    1. ``gold`` when the task's files carry both POS tags and trees: human annotation beats any
-       parser, and costs nothing;
-    2. else ``spacy`` when spaCy and its model are installed: fast on CPU, no model directory;
-    3. else ``stanza`` when a local model directory exists (``stanza_dir``, ``$STANZA_RESOURCES_DIR``
-       or stanza's default): the design card's UD parser, but slower and needs downloaded models;
-    4. else ``gold`` when the files carry POS only (no trees, but the tags are real);
-    5. else ``none``.
+    1. ``gold`` when the task's files carry both POS tags and trees;
+    2. ``spacy`` when spaCy and its model are installed;
+    3. ``stanza`` when a local model directory exists (``stanza_dir``, ``$STANZA_RESOURCES_DIR``
+       or stanza's default);
+    4. ``gold`` when the files carry POS only;
+    5. ``none``.
 
-    Only existence checks (no import, no model load), so this is fast.
+    Only existence checks: no import, no model load.
     """
     gold = frozenset(gold)
     if {"pos", "deps"} <= gold:
