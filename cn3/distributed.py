@@ -3,36 +3,27 @@
     torchrun --standalone --nproc_per_node 2 -m cli train --task trec
     torchrun --standalone --nproc_per_node 4 -m cli nmt train --config cn3/configs/nmt/small.yaml
 
-``torchrun`` sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and the rendezvous; :func:`init_world` reads
-them and joins the process group (``gloo`` on CPU, ``nccl`` on CUDA, each rank on ``cuda:LOCAL_RANK``).
-Without them (a plain ``cn3 train``) nothing changes: :data:`SINGLE` is a world of one.
+:func:`init_world` reads torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and joins the process
+group (``gloo`` on CPU, ``nccl`` on CUDA, each rank on ``cuda:LOCAL_RANK``); without them
+:data:`SINGLE` is a world of one.
 
-How the work is split (the design, and why):
+* **Every global batch is the single-process batch**: each rank builds the same epoch order and
+  takes ``batch[rank::world]``, its loss weighted by its share of the batch's items (sentence tasks)
+  or target tokens (translation). So batch sizes mean what they mean in one process and a run's
+  updates do not depend on the number of processes (up to rounding and dropout draws).
+* **Gradients are averaged by one flat all-reduce after backward**, not by
+  ``DistributedDataParallel``: the models return structured outputs, the adversarial trainer runs
+  two backward passes per update, and some encoders leave parameters unused on some batches. What
+  is given up (overlapping communication with backward) matters only for far larger models.
+* **Dropout streams are reseeded per update** from ``(seed, rank, step)`` (:func:`step_seed`), so a
+  checkpoint needs no per-rank RNG state.
+* **Rank 0 alone writes and evaluates**, and broadcasts the loop state after each evaluation so
+  every rank takes the same early-stopping decision; the other ranks print only errors.
+* **Resume needs the same number of processes** (:func:`check_world_size`): the dropout draws
+  depend on it, and ``--resume`` promises the uninterrupted run.
 
-* **Every global batch is the single-process batch.** Each rank builds the same epoch order (a pure
-  function of seed and epoch) and takes a strided slice of every batch (``batch[rank::world]``), so
-  ``train.batch_size`` / ``train.max_tokens`` mean what they mean in one process, and a run's
-  updates are the same whatever the number of processes: a grid cell gives the same model on a
-  laptop and on an 8-GPU box (up to float rounding and dropout draws). Each rank's loss is weighted
-  by its share of the batch's items (sentence tasks) or target tokens (translation), so the averaged
-  gradient is the gradient of the whole batch's loss, not a mean of per-rank means.
-* **Gradients are averaged with one flat all-reduce after the backward pass** rather than by
-  ``DistributedDataParallel``'s bucketed hooks. The models return structured outputs (DDP's unused
-  parameter search needs tensors), the adversarial trainer runs two backward passes per update, and
-  some encoders leave parameters unused on some batches; an explicit all-reduce is correct for all
-  of them. What it gives up is overlapping communication with the backward pass, which matters for
-  models far larger than cn3's (tens of millions of parameters on fast interconnects).
-* **Dropout streams are reseeded per update** from ``(seed, rank, step)``: resuming needs no
-  per-rank RNG state in the checkpoint, which rank 0 alone writes.
-* **Rank 0 alone writes** (config, log, metrics, checkpoints, predictions, results, prepared data,
-  subword models) **and evaluates**; it broadcasts the loop state after each evaluation, so every
-  rank takes the same early-stopping decision. The other ranks print nothing but errors.
-* **Resume needs the same number of processes** (a clean error otherwise): the update sequence is
-  the same at any world size, but the dropout draws are not, and ``--resume`` promises the
-  uninterrupted run.
-
-Multi-node is torchrun's own rendezvous (``--nnodes 2 --node-rank R --rdzv-endpoint HOST:PORT``);
-the run directory and the prepared data must then be on a file system every node sees.
+Multi-node is torchrun's own rendezvous; the run directory and prepared data must then be on a
+file system every node sees.
 """
 
 from __future__ import annotations

@@ -1,38 +1,26 @@
 """Probing a trained run's frozen encoder (Conneau et al., ACL 2018; ``cn3 probe``).
 
-A run's encoder reads the sentences of a probing task (``probe_*``, :mod:`data_prep.probing`) and
-is never trained further: each sentence becomes a fixed vector (a *feature set*), and a classifier
-fit on the train split's vectors predicts the task's label. The test accuracy says how much of the
-property (length, word content, tree depth, tense ...) a simple classifier can read off the vector.
+The encoder reads the sentences of a probing task (``probe_*``, :mod:`data_prep.probing`), each
+becoming a fixed vector per *feature set*; a classifier fit on train's vectors predicts the label.
 
 Feature sets:
 
 * ``sentence`` (sentence runs): the vector the run's head sees, pooled as in training
-  (:meth:`~cn3.sentence.model.SentenceGraphModel.sentence_vector`: the encoder's own pooling where it
-  has one, else ``model.pool``); a tagging run has no sentence vector, so ``model.pool`` (mean by
-  default) of the node states. The words are looked up in the run's vocabulary as any new text is
-  (:func:`cn3.sentence.inference.examples_dataset`: pretrained vectors for words outside it, annotated as the
-  run's data was).
-* ``encoder`` (translation runs): the final encoder output (the decoder's memory), mean-pooled over
-  the subwords, ``</s>`` included, of the sentence's detokenized text (:func:`detokenize`) encoded
-  with the run's sentencepiece model.
-* ``H_onlstm``/``H_lstm`` and ``H_san`` (``onlstm_san``/``lstm_san``, both kinds of run): the
-  recurrent and the self-attention stack's outputs apart, pooled the same way (Hao et al., 2019,
-  Table 3: ``H = H_onlstm + H_san``).
-* ``layer N`` (``layer=N``) instead of the first: the output of the N-th layer of the encoder's
-  self-attention stack, pooled the same way (the last layer's is taken before the stack's final
-  LayerNorm).
+  (:meth:`~cn3.sentence.model.SentenceGraphModel.sentence_vector`; a tagging run: ``model.pool`` of
+  the node states), the words looked up as any new text is (:func:`cn3.sentence.inference.examples_dataset`).
+* ``encoder`` (translation runs): the final encoder output, mean-pooled over the subwords (``</s>``
+  included) of the sentence's detokenized text (:func:`detokenize`).
+* ``H_onlstm``/``H_lstm`` and ``H_san`` (``onlstm_san``/``lstm_san``): the recurrent and the
+  self-attention stack's outputs apart, pooled the same way (Hao et al., 2019, Table 3).
+* ``layer N``: the N-th self-attention layer's output instead (the last one's before the stack's
+  final LayerNorm).
 
-The classifier (:func:`fit_probe`): features standardized on train; scikit-learn's
-``LogisticRegression`` (L2, lbfgs) for each inverse strength ``C`` of :data:`C_GRID`, or an
-``MLPClassifier`` (one hidden layer of 50, SentEval's) for each ``alpha`` of :data:`ALPHA_GRID`; the
-value with the best dev accuracy (ties: the stronger regularization) is scored once on test.
-Seeded and deterministic. The majority-class baseline is train's most frequent label scored on test.
+The classifier (:func:`fit_probe`): features standardized on train; ``LogisticRegression`` per
+``C`` of :data:`C_GRID` or ``MLPClassifier`` (one hidden layer of 50, SentEval's) per ``alpha`` of
+:data:`ALPHA_GRID`; the value with the best dev accuracy is scored once on test. Seeded.
 
-The probing data are read from the task's files each time (a few seconds; the same seeded splits as
-``cn3 prepare --task probe_*``): nothing needs preparing, since the run's own vocabulary encodes them.
-
-Nothing here parses arguments or exits: bad requests raise :class:`~cn3.config.ConfigError`.
+The probing data are read from the task's files each time: the run's own vocabulary encodes them,
+so nothing needs preparing. Bad requests raise :class:`~cn3.config.ConfigError`.
 """
 
 from __future__ import annotations

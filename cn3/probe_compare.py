@@ -1,24 +1,17 @@
 """Does encoder A keep a property better than encoder B? Paired tests between ``cn3 probe`` outputs.
 
-``cn3 probe`` scores each probing task's test items once per feature set and keeps, per item, the
-gold label (``test_gold``) and the classifier's prediction (``test_predictions``). Two probes of the
-same tasks scored the same items, so they are compared as ``cn3 compare`` compares two runs:
+Two probes of the same tasks scored the same test items (``probe.json``'s ``test_gold`` and
+``test_predictions``), so per task:
 
-* per task, **paired approximate randomization** on the items' correctness (:func:`cn3.stats.paired_test`,
-  accuracy), the probes of matched runs pooled: A's i-th probe is paired with B's i-th (seed s of one
-  encoder with seed s of the other), their items concatenated, so swaps stay within a (run, item) pair;
-  a 95% paired bootstrap interval of the difference;
-* per task, **Welch's t-test** on the runs' test accuracies when each side has 2 runs or more
-  (:func:`cn3.stats.welch`): does the difference survive a change of seed?
-* **Holm's correction** over the tasks compared (each kind of test adjusted apart): ten tasks are
-  ten chances to find a difference by luck.
+* **paired approximate randomization** on the items' correctness (:func:`cn3.stats.paired_test`),
+  A's i-th probe paired with B's i-th (matched seeds) and their items concatenated, with a 95%
+  paired bootstrap interval;
+* **Welch's t-test** on the runs' test accuracies (2 runs a side or more);
+* **Holm's correction** over the tasks compared, each kind of test apart.
 
-The same directories may sit on both sides with different feature sets (``H_onlstm`` against
-``H_san`` of one onlstm_san run, Hao et al. Table 3). Probes written before cn3 kept predictions
-(they have accuracies only) still count for the means and Welch's test; the paired test pools the
-pairs whose both probes have predictions, and says how many.
-
-Nothing here parses arguments or exits: bad inputs raise :class:`~cn3.config.ConfigError`.
+Both sides may be the same directories with different feature sets (``H_onlstm`` against ``H_san``,
+Hao et al. Table 3). A probe record without predictions counts for the means and Welch's test only;
+the paired test says how many pairs it pooled. Bad inputs raise :class:`~cn3.config.ConfigError`.
 """
 
 from __future__ import annotations

@@ -1,29 +1,24 @@
 """CN3's energies taken apart: why do its learned graphs come out as stars?
 
-CN3 scores every pair with an additive energy (Liu et al., eq. 1; :mod:`cn3.layers.dynamic_graph`)::
+CN3's additive energy (Liu et al., eq. 1; :mod:`cn3.layers.dynamic_graph`)::
 
     z_ik = W_2 h_i [+ W_3 v_i]  +  W_1 h_k [+ W_4 v_k]  [+ W_5 e_ik]      query + key (+ edge) terms
     s_ik = u^T tanh(z_ik)                                                 energy
     alpha_ik = softmax_k(s_ik)
 
-A softmax over ``k`` ignores whatever is added to a whole row, so only two parts of ``s`` shape
-the weights: the key's main effect ``c_k`` (the same for every query) and the interaction
-``E_ik`` (the part that depends on query and key together). Decompose a sentence's ``(n, n)``
-energy as ``s_ik = m + r_i + c_k + E_ik`` (two-way, rows and columns centred). The *query share*
-``|E|^2 / (|E|^2 + n |c|^2)`` is the fraction of the energy's weight-shaping variance that depends
-on the query: 0 means every word reads alike (static attention, Brody et al. 2022, and a star when
-``c`` has one large entry), 1 means no key is preferred by all.
+A softmax over ``k`` ignores what is added to a whole row, so decomposing a sentence's energy as
+``s_ik = m + r_i + c_k + E_ik`` (rows and columns centred), only the key effect ``c_k`` and the
+interaction ``E_ik`` shape the weights. The *query share* ``|E|^2 / (|E|^2 + n |c|^2)`` is the
+part that depends on the query: 0 means every word reads alike (static attention, Brody et al.
+2022; a star when ``c`` has one large entry), 1 means no key is preferred by all.
 
-Why CN3 can be static: where ``tanh`` is near-linear (``|z|`` small) the energy is
-``u^T z_ik = u^T(query term) + u^T(key term) [+ u^T(edge term)]``, a sum of a row, a column and an
-edge part, so without an edge attribute the interaction is zero whatever the query is. The query
-enters the weights only through ``tanh``'s curvature (or the edge term: relative position is one).
-:func:`sentence_energy_statistics` therefore also reports how much of ``z`` sits in ``tanh``'s
-near-linear range and how large each term is.
+WHY CN3 can be static: where ``tanh`` is near-linear the energy is a sum of a row, a column and an
+edge part, so without an edge attribute the query enters the weights only through ``tanh``'s
+curvature. :func:`sentence_energy_statistics` therefore also reports how much of ``z`` sits in
+``tanh``'s near-linear range and how large each term is.
 
-The energies are recomputed from each layer's inputs, caught by a forward hook, in full
-``(B, N, N, e)`` form (the layer itself never keeps them; analysis sentences are short). A test
-checks that their softmax reproduces the layer's own weights.
+The energies are recomputed in full ``(B, N, N, e)`` form from each layer's inputs, caught by a
+forward hook (the layer never keeps them).
 """
 
 from __future__ import annotations
@@ -161,7 +156,7 @@ def _layer_statistics(layer, args: tuple, stats: EnergyStatistics, index: int) -
 def analyze_energy(model, dataset, device: torch.device, batch_size: int = 32) -> EnergyStatistics:
     """The energy statistics of every sentence of ``dataset`` (both sides of a pair), per graph layer
     and energy head, from a loaded CN3 :class:`~cn3.sentence.model.SentenceGraphModel` (eval mode)."""
-    from cn3.sentence.trainer import scored_batches
+    from cn3.sentence.inference import scored_batches
 
     stats = EnergyStatistics()
     layers = graph_layers(model)

@@ -1,22 +1,16 @@
 """Statistics of learned attention graphs: is a sentence's soft graph a tree, a chain or a star?
 
-One sentence's attention in one layer is a matrix ``A (rows, n)``: row ``i`` is a distribution
-``alpha_i.`` over the ``n`` words ``k`` (sums to 1). For token-to-token encoders (CN3, the
-Transformer family, the LSTMN) row ``i`` is word ``i``'s query, ``rows == n``; for Lin et al.'s
-``selfatt1`` the rows are ``r`` annotation hops, not words, and only :func:`hub` and
-:func:`row_entropy` apply to them.
+One sentence's attention in one layer is ``A (rows, n)``: row ``i`` is a distribution ``alpha_i.``
+over the ``n`` words. For token-to-token encoders row ``i`` is word ``i``'s query (``rows == n``);
+for Lin et al.'s ``selfatt1`` the rows are annotation hops, and only :func:`hub` and
+:func:`row_entropy` apply.
 
-``keys (rows, n)`` bool, where given, says which words row ``i`` can read at all: the band
-``|i - k| <= m`` of a local-attention layer, or ``k < i`` for the left-to-right LSTMN (see
-:func:`visible_keys`). ``None`` means every word. A row that can read no word (the LSTMN's first
-word) is left out of every statistic. Statistics normalised by "the number of words" use the
-row's visible words, so a windowed layer is not called peaked merely because it sees three words.
+``keys (rows, n)`` bool, where given, says which words row ``i`` can read (:func:`visible_keys`);
+``None`` means every word. A row that can read no word is left out of every statistic, and
+statistics normalised by "the number of words" use the row's visible words.
 
-Ties are broken by position everywhere: the argmax of a row is its first maximum (``np.argmax``)
-and rankings are stable sorts. A uniform row therefore "points at" word 0, and a uniform matrix has
-hub share 1 and entropy 1: read hub share together with entropy.
-
-:class:`GraphStatistics` aggregates the per-sentence values over a dataset, layer by layer.
+Ties are broken by position (the first maximum; stable sorts): a uniform row "points at" word 0,
+so a uniform matrix has hub share 1 and entropy 1. Read hub share together with entropy.
 """
 
 from __future__ import annotations
@@ -66,9 +60,8 @@ def hub(A: np.ndarray, keys: np.ndarray | None = None) -> tuple[int, float]:
     """The sentence's most-chosen word and the share of rows that choose it.
 
     ``hub = mode_i argmax_k alpha_ik`` (ties: the first word), ``share = |{i : argmax_k alpha_ik = hub}|
-    / rows``, over the rows that can read a word. 1 for a star (every row points at one word),
-    ``1 / n`` when every row picks a different word; rows reading their head in a dependency tree
-    give (the most dependents of one word) / n.
+    / rows`` over the rows that can read a word: 1 for a star, ``1 / n`` when every row picks a
+    different word.
 
     Shapes: ``A (rows, n)``, ``keys (rows, n)`` -> ``(word index, share in [0, 1])``.
     """
@@ -95,13 +88,11 @@ def row_entropy(A: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
 
 
 def query_dependence(A: np.ndarray) -> float:
-    """How much the rows differ: the mean Jensen-Shannon divergence over all pairs of rows.
+    """How much the rows differ: the mean Jensen-Shannon divergence over all pairs ``i < j`` of rows.
 
-    ``JSD(p, q) = 1/2 KL(p || M) + 1/2 KL(q || M)``, ``M = (p + q) / 2``, in bits (base 2, so in
-    ``[0, 1]``), computed as the square of ``scipy.spatial.distance.jensenshannon(p, q, base=2)``
-    (scipy returns the distance, the divergence's square root). Mean over the pairs ``i < j``:
-    0 when every query reads the words alike (static attention, a star), 1 when the rows have
-    disjoint supports (one-hot rows on different words). Only for rows that can all read every word.
+    ``JSD(p, q) = 1/2 KL(p || M) + 1/2 KL(q || M)``, ``M = (p + q) / 2``, in bits (so in ``[0, 1]``):
+    the square of ``scipy.spatial.distance.jensenshannon(p, q, base=2)``. 0 when every query reads
+    the words alike, 1 for one-hot rows on different words. Only for rows that can all read every word.
 
     Shapes: ``A (rows, n)`` with ``rows >= 2`` -> a float.
     """
@@ -314,11 +305,9 @@ class _LayerTotals:
 
 
 class GraphStatistics:
-    """Per-layer aggregate of :class:`SentenceStatistics` over a dataset.
-
-    Every statistic is averaged over sentences (each sentence's row mean counts once, whatever its
-    length); ``sentences`` says how many had it. The argmax-distance histogram counts rows, the
-    per-relation table arcs (summed over sentences).
+    """Per-layer aggregate of :class:`SentenceStatistics` over a dataset: each statistic averaged over
+    sentences (each sentence's row mean counts once); the argmax-distance histogram counts rows, the
+    per-relation table arcs.
     """
 
     def __init__(self) -> None:

@@ -1,7 +1,6 @@
 """The ``tune`` block of an experiment spec: one search, the same for every variant, chosen on dev.
 
-A comparison is fair only when every encoder gets the same tuning budget: a Transformer measured
-under the optimizer tuned for CN3 measures that optimizer, not self-attention. ::
+WHY: a comparison is fair only when every encoder gets the same tuning budget. ::
 
     tune:
       seed: 1                  # the seed the options train with (default: the grid's first seed)
@@ -9,12 +8,10 @@ under the optimizer tuned for CN3 measures that optimizer, not self-attention. :
         adadelta: {train.optimizer: adadelta, train.lr: 1.0}
         adam: {train.optimizer: adam, train.lr: 0.001}
 
-For each task and variant, every option trains once (cell ``<task>/<variant>/tune-<option>``); the
-option with the best dev score (``val`` BLEU for translation; a tie goes to the option listed first)
-is the variant's config on that task, for every seed. The chosen option's tuning run *is* that
-seed's cell (same config, same seed), so tuning costs ``len(options) - 1`` extra trainings per task
-and variant. A seed cell's config is known only when all the options of its task and variant have
-finished; until then it waits. Test scores never enter the choice.
+For each task and variant every option trains once (``<task>/<variant>/tune-<option>``); the one
+with the best dev score (``val`` BLEU for translation; ties: the first listed) is the config for
+every seed, and its tuning run is that seed's cell. Seed cells wait until every option of their
+task and variant has finished. Test scores never enter the choice.
 """
 
 from __future__ import annotations

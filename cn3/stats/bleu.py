@@ -31,17 +31,12 @@ def bleu_paired_test(references: Sequence[str], hyps_a: Sequence[str], hyps_b: S
                      resamples: int | None = None, seed: int = 12345) -> PairedResult:
     """sacreBLEU's paired test of A's against B's corpus BLEU, with a bootstrap interval of the difference.
 
-    ``sacrebleu.significance.PairedTest`` with B as the baseline: approximate randomization
-    (``test="ar"``, Riezler & Maxwell, 2005; 10,000 trials by default) or paired bootstrap resampling
-    (``test="bs"``, Koehn, 2004; 1,000 resamples by default), so the scores and p are sacreBLEU's own
-    (default BLEU: 13a tokenization, exponential smoothing). Both tests are symmetric in A and B. The
-    95% interval of the difference is a paired bootstrap percentile interval as in :func:`paired_test`,
-    on sacreBLEU's per-sentence statistics (n-gram matches and totals, lengths), which sum to the
-    corpus BLEU.
+    ``sacrebleu.significance.PairedTest`` with B as the baseline, so scores and p are sacreBLEU's own
+    (default BLEU: 13a tokenization, exponential smoothing). The 95% interval is a paired bootstrap
+    percentile interval as in :func:`paired_test`, on sacreBLEU's per-sentence statistics.
 
-    p-value convention: sacreBLEU follows multeval and counts only trials whose difference *exceeds*
-    the observed one, so two systems with the same statistics on every sentence would get its smallest
-    p (1 / (trials + 1)). There is nothing to test then, and p is reported as 1 instead.
+    p: sacreBLEU counts only trials whose difference *exceeds* the observed one, so two systems with
+    the same statistics on every sentence would get its smallest p; p is reported as 1 then.
 
     Args:
         references: the reference translation of each sentence.
@@ -49,8 +44,8 @@ def bleu_paired_test(references: Sequence[str], hyps_a: Sequence[str], hyps_b: S
         test: ``"ar"`` (approximate randomization) or ``"bs"`` (paired bootstrap resampling).
         resamples: trials (``ar``) or resamples (``bs``); default sacreBLEU's (10,000 or 1,000). The
             interval uses as many bootstrap resamples.
-        seed: a positive seed (sacreBLEU reads 0 as "no seed"); 12345, sacreBLEU's default, gives the
-            figures of the ``sacrebleu`` command line.
+        seed: a positive seed (sacreBLEU reads 0 as "no seed"); 12345 gives the ``sacrebleu`` command
+            line's figures.
 
     Raises:
         ValueError: unknown test, seed < 1, fewer than 2 sentences, or inputs of different lengths.

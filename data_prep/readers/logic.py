@@ -1,19 +1,14 @@
 """Propositional-logic inference (Bowman et al., 2015): ``RELATION<TAB>left<TAB>right`` per line.
 
-Files ``trainN.gz`` / ``testN.gz``: N is the number of operators (``and``, ``or``, ``not``) of the larger
-side of the pair, checked on every line (SOURCE.md says "in the pair", but the files count the larger
-side); the last files (N = 12) are open-ended: 12 or more (up to 19). Tokens = the formula's
-pieces, brackets included, as Shen et al.'s loader (Ordered-Neurons ``proplog.py``) reads them:
-without them a formula is ambiguous (``not a and b`` is both ``( ( not a ) ( and b ) )`` and
-``( not ( a ( and b ) ) )``), so a sequence encoder could not tell which relation holds.
-``meta["n_ops"]`` = N (the file index), ``meta["n_ops_pair"]`` = operators of both sides.
-Splits (Shen et al., ICLR 2019): train = train0..train6 minus a seeded 10% (dev); test = test0..test12,
-all kept so that short (<= 6) and long (7-12) pairs can both be reported via ``n_ops``.
+Files ``trainN.gz`` / ``testN.gz``: N is the number of operators (``and``, ``or``, ``not``) of the
+pair's larger side, checked on every line; N = 12 is open-ended (12 to 19). Tokens are the
+formula's pieces, brackets included, as Shen et al.'s loader reads them: WHY, without them a formula
+is ambiguous (``not a and b``). ``meta["n_ops"]`` = N, ``meta["n_ops_pair"]`` = operators of both sides.
+Splits (Shen et al., ICLR 2019): train = train0..train6 minus a seeded 10% (dev); test =
+test0..test12, so short and long pairs can both be reported via ``n_ops``.
 
-Trees: the bracketing becomes unlabelled dependency heads (:func:`operator_tree`), each operator
-heading its constituent and its two brackets, so that tree encoders (the Tree-LSTM of Bowman et
-al.'s TreeRNN comparison) read the formula's structure; the task declares them as its gold trees
-(no POS: formulas have none).
+Gold trees: the bracketing as unlabelled dependency heads (:func:`operator_tree`), for tree
+encoders; no POS.
 """
 
 from __future__ import annotations

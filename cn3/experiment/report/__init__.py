@@ -1,51 +1,28 @@
 """``cn3 experiment report``: the grid's table, mean ± std over seeds, with significance against the baseline.
 
 Per task the score is the test split's when every finished cell of the task has one, else dev's
-(SST here has no test labels), and BLEU on ``test2016`` (else ``val``) for translation; the header
-names the split. For each variant against the baseline, per task:
+(SST has no test labels), and BLEU on ``test2016`` (else ``val``) for translation; the header
+names the split, and calls it a selection split where training also chose its checkpoint there.
+For each variant against the baseline, per task:
 
-* a **paired test** on per-example predictions (``RUN/predictions/<split>.json.xz``,
-  :func:`cn3.run_dir.load_predictions`), the seeds both have pooled (seed s of the variant paired
-  with seed s of the baseline on the same items):
-  approximate randomization for accuracy, span F1 and token accuracy, sacreBLEU's paired test for
-  BLEU (:mod:`cn3.stats`), with the 95% bootstrap interval of the difference;
-* **Welch's t-test across seeds** on the per-seed scores (needs 2 seeds a side), which asks whether
-  the difference survives seed variance;
-* **Holm's correction** of each variant's paired p-values over the tasks it is tested on (a variant
-  is one claim tested on several tasks); both raw and adjusted p are reported;
-* beside a test that is **not significant**, the smallest difference it could have detected with
-  power 0.8 at level 0.05 (:func:`cn3.stats.detectable_paired` from the per-item paired differences
-  of the pooled items, :func:`cn3.stats.detectable_welch` from the seeds' pooled spread and their
-  number), so that "no effect" and "too few seeds or items" can be told apart.
+* a **paired test** on per-example predictions (``RUN/predictions/<split>.json.xz``), matched seeds
+  pooled: approximate randomization for accuracy, span F1 and token accuracy, sacreBLEU's paired
+  test for BLEU (:mod:`cn3.stats`), with the 95% bootstrap interval of the difference;
+* **Welch's t-test across seeds** on the per-seed scores (2 seeds a side or more);
+* **Holm's correction** of each variant's paired p over the tasks it is tested on (raw and adjusted
+  p are reported);
+* beside a test that is **not significant**, the smallest difference it could have detected
+  (:func:`cn3.stats.detectable_paired`, :func:`cn3.stats.detectable_welch`).
 
-Beside each cell: the paper's number (the spec's ``references``) and ``cn3 - paper``; under the
-table, where the numbers come from (``paper``) and how the grid differs from the paper (``differs``,
-the spec's lines and the budget's). A split that also selected the checkpoint (``dev``, ``val``:
-training keeps its best evaluation there) is called so wherever its score is the table's.
+Beside each cell: the spec's ``references`` and ``cn3 - paper``; under the table, ``paper`` and
+``differs``. A tuned grid (:mod:`cn3.experiment.tuning`) adds a tuning table (every option's dev
+score, the chosen one in bold); translation runs of a gated hybrid encoder add a table of their
+mean local gate on val (Xu et al. Fig. 2). ``--by FIELD`` (:func:`report_by`) scores and tests the
+same columns per group of items (Holm over the groups of each variant and task).
 
-In a tuned grid (:mod:`cn3.experiment.tuning`) the table holds the seed cells, each with its task
-and variant's chosen option, and a tuning table gives every option's dev score, the chosen one in
-bold (Markdown and LaTeX; all formats' JSON record has it). Translation runs of a gated hybrid
-encoder record their mean local gate on val; a gate table gives it per variant (Xu et al. Fig. 2
-pairs it with each window's BLEU; Markdown, LaTeX and the JSON record).
-
-``--by FIELD`` (:func:`report_by`) scores the same columns per group of items and tests every group
-the same way (Holm over the groups of each variant and task).
-
-The package is the report's three steps, each a module a reader can check alone, and the figures:
-
-* :mod:`.collect`: cells -> :class:`~.collect.TaskColumn` (per group :class:`~.collect.GroupedColumn`,
-  with the predictions and the data each run was scored on), and the grid's tuning, gates, reused
-  cells and wall time;
-* :mod:`.significance`: fills the columns' ``tests``, the whole split and the groups alike from one
-  paired test, one Welch test and one Holm family; it loads the predictions of the whole split
-  itself, only for the pairs it tests;
-* :mod:`.render`: Markdown, LaTeX, CSV and the JSON record, from the columns alone (it reads no file);
-* :mod:`.plot`: the PNGs.
-
-Runs' results and predictions are read through :mod:`cn3.run_dir` only. Both pipelines below are
-those steps in that order, so a change to how a cell is read, tested or printed is made once for
-the table and ``--by``.
+Steps: :mod:`.collect` (cells -> columns), :mod:`.significance` (the tests), :mod:`.render`
+(Markdown, LaTeX, CSV, JSON; reads no file), :mod:`.plot` (PNGs). :func:`report` and
+:func:`report_by` run the same steps in that order.
 """
 
 from __future__ import annotations
