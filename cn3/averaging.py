@@ -1,8 +1,6 @@
 """Exponential moving average of the weights (Polyak averaging), evaluated instead of the raw weights.
 
-On small, noisy tasks the raw weights after any one update swing with the last batches; their
-average over the last few hundred updates scores more steadily on dev and test. After update ``t``
-(counted from 0), ``theta_avg <- d_t * theta_avg + (1 - d_t) * theta`` with
+After update ``t`` (from 0), ``theta_avg <- d_t * theta_avg + (1 - d_t) * theta`` with
 ``d_t = min(decay, (1 + t) / (10 + t))``: the warm-up keeps the random initialisation from
 dominating the first epochs (as ``tf.train.ExponentialMovingAverage`` with ``num_updates``).
 """
@@ -17,12 +15,9 @@ from torch import nn
 
 
 class WeightAverage:
-    """The moving average of a model's parameters and buffers; ``module`` is the averaged copy of
-    the model, the one to evaluate.
+    """The moving average of a model's parameters and buffers; ``module`` is the averaged copy to evaluate.
 
-    The number of updates is counted on the host (``updates``), so an update only queues work on
-    the device and never waits for it (``torch.optim.swa_utils.AveragedModel`` keeps that count
-    in a tensor it reads twice per update).
+    The update count is kept on the host (``updates``), so an update never waits for the device.
     """
 
     def __init__(self, model: nn.Module, decay: float):

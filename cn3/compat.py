@@ -1,24 +1,20 @@
-"""Reading run directories written by older versions of cn3.
+"""Reading run directories written by older releases of cn3 (what changed: docs/design-notes.md,
+"Code notes moved from docstrings").
 
-0.2.0 brought every encoder into one zoo (:mod:`cn3.encoders`). Runs of the encoders whose modules
-did not change (CN3, NBOW, and every translation encoder) load as they are; translation encoders
-were renamed (``onlstm`` -> ``onlstm_san``, ``lstm`` -> ``lstm_san``: plain ``onlstm``/``lstm`` are now
-the recurrent stacks without self-attention). Sentence runs of an encoder that 0.2.0 replaced by
-the published model fail with a message naming the version and what to do.
-
-0.3.0 builds the vocabulary from the train split alone and gives words outside it their pretrained
-vector when scored, so ``data.vectors_vocab`` (0.2.x: words of every staged split with a vector
-joined the vocabulary) is gone; older runs load without it and keep the vocabulary they were
-trained with.
+* translation configs: encoder names of releases before 0.2 mapped to today's (:data:`NMT_RENAMED`);
+* sentence runs of an encoder whose module 0.2 replaced fail with a message saying what to do;
+* keys that later releases removed (``data.vectors_vocab``) are dropped: such runs keep the
+  vocabulary they were trained with;
+* resuming is refused across releases.
 """
 
 from __future__ import annotations
 
 from cn3.config import ConfigError
 
-#: translation encoders renamed in 0.2.0 (same modules, same weights)
+#: translation encoders renamed in 0.2 (same modules, same weights)
 NMT_RENAMED = {"onlstm": "onlstm_san", "lstm": "lstm_san"}
-#: sentence encoders of 0.1.x whose modules 0.2.0 replaced, and what replaces them
+#: sentence encoders whose modules 0.2 replaced, and what replaces them
 SENTENCE_REPLACED = {"bilstm": "lstm", "gcn": "pdgraph", "transformer": "transformer", "cnn": "cnn"}
 
 
@@ -32,8 +28,9 @@ def _older_than_0_2(version: str | None) -> bool:
 
 
 def check_resumable(version: str | None, path) -> None:
-    """Resuming is exact only within one release: another one may build other models or batch
-    orders (0.2.0 changed the sentence heads' dropout and the translation batches)."""
+    """Resuming is exact only within one release (another may build other models or batch orders):
+    raises ConfigError otherwise.
+    """
     from cn3 import __version__
 
     if _release(version) != _release(__version__):

@@ -1,19 +1,18 @@
 """``cn3 prepare``: read a task, annotate it, build vocabularies and graphs, write them atomically.
 
 The output directory is self-describing: ``manifest.json`` (task, sources with sha256, annotator
-and version, counts, vocab sizes, labels, tag scheme, settings, statistics; ``held_out`` when the
-loader carved a split out of another, as SST-2's test out of its train sentences), ``vocab.json``,
-``{split}.pt`` (columnar tensors, :mod:`data_prep.store`), ``{split}.jsonl`` (tokens and
-provenance) and, with ``--embeddings``, ``embeddings.pt``. Nothing but the train split decides the
-vocabularies: the lower-cased one holds the train words seen ``min_freq`` times or having a pretrained
-vector, and a dev/test word outside it is stored with its pretrained vector beside the split
-(``open.vectors``, :func:`data_prep.store.open_vocabulary`), the same lookup that ``cn3 evaluate
---file`` and ``cn3 predict`` make for new text, so staging a test file changes nothing that is
-trained and a file scores the same staged or not. Everything is written into a hidden
-temporary directory that is renamed into place at the end, so an interrupted run leaves no
-manifest and no half-written dataset. A run whose inputs and settings hash to the manifest's
-``fingerprint`` does nothing ("up to date"). Processes preparing the same output directory take
-turns (:mod:`cn3.util.locking`): the later ones find the first one's dataset up to date.
+and version, counts, vocab sizes, labels, tag scheme, settings, statistics, ``held_out`` when a
+split was carved out of another), ``vocab.json``, ``{split}.pt`` (:mod:`data_prep.store`),
+``{split}.jsonl`` (tokens and provenance) and, with ``--embeddings``, ``embeddings.pt``.
+
+Only the train split decides the vocabularies (words seen ``min_freq`` times or having a pretrained
+vector); a dev/test word outside them keeps its pretrained vector beside the split
+(:func:`data_prep.store.open_vocabulary`), as ``cn3 evaluate --file`` and ``cn3 predict`` do for new
+text, so a file scores the same staged or not.
+
+Written into a hidden temporary directory renamed into place at the end (an interrupted run leaves
+no manifest). Inputs and settings matching the manifest's ``fingerprint``: nothing to do ("up to
+date"). Processes preparing the same directory take turns (:mod:`cn3.util.locking`).
 """
 
 from __future__ import annotations

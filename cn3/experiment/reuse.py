@@ -1,17 +1,14 @@
 """A cell that some finished run already is: same resolved config, seed included, so not trained twice.
 
-Grids overlap by design: Xu et al.'s window sweep (``xu-window``) at m = 1 is Table 1's gated hybrid
-(``xu-table1``), and a spec's CPU budget may repeat another spec's cells. Training such a cell again
-costs an hour of CPU to produce, on the same machine, the same run. So before a queued cell trains,
-the runner looks under the grids' root (``--out``) for a finished run (``results.json``) whose
-``config.yaml``, read back as this cn3 reads it, equals the cell's resolved config key for key
-(threads included: they change float summation order), and *adopts* it: the run's files are linked
-(or copied, across file systems) into the cell's directory, with ``reused.json`` naming the run that
-trained them. The cell then counts as done, its predictions are that run's, and the report lists it.
+Grids overlap by design (``xu-window`` at m = 1 is ``xu-table1``'s gated hybrid; a CPU budget may
+repeat another spec's cells). Before a queued cell trains, the runner looks under ``--out`` for a
+finished run (``results.json``) whose ``config.yaml``, read back as this cn3 reads it, equals the
+cell's resolved config key for key (threads included: they change float summation order), and
+*adopts* it: the run's files are linked (or copied) into the cell's directory, with ``reused.json``
+naming the run. The cell then counts as done, with that run's predictions.
 
-What the config cannot tell: the data under ``CN3_DATA`` and the cn3 code that trained the run. Reuse
-assumes one data root and one machine per ``--out`` (runs do not reproduce bit for bit across CPUs);
-``cn3 experiment run --no-reuse`` trains every cell itself.
+Reuse assumes one data root and one machine per ``--out`` (the config says neither the data nor the
+code that trained a run); ``cn3 experiment run --no-reuse`` trains every cell itself.
 """
 
 from __future__ import annotations

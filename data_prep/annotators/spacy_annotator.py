@@ -1,18 +1,12 @@
 """The ``spacy`` annotator: spaCy's small English pipeline on pretokenized sentences.
 
-* Tokens are never re-split: each sentence becomes ``Doc(nlp.vocab, words=tokens)`` (an empty
-  token is passed to spaCy as ``"_"``, which rejects empty words) and the pipeline runs over the
-  docs with ``nlp.pipe(docs, batch_size=...)``.
-* One sentence = one tree: every token after the first is marked "not a sentence start", which
-  the parser respects, so it never splits the input into several roots (a multi-sentence input,
-  e.g. a review, is parsed as one tree).
-* Only ``tok2vec, tagger, parser, attribute_ruler`` are loaded (``ner``/``lemmatizer`` are
-  excluded). ``attribute_ruler`` maps the fine PTB tags to UPOS (``token.pos_``).
-* ``upos``: ``token.pos_``, normalised to the 17 UD tags (``SPACE``/empty -> ``X``, ``CONJ`` -> ``CCONJ``).
-* ``heads``: ``token.head.i + 1``, 0 for the root. ``deprels``: spaCy's ClearNLP labels mapped to UD
-  by :mod:`data_prep.annotators.clearnlp` (which documents where spaCy's trees differ from UD).
-* The ``nlp`` object is loaded once per process (:func:`load_nlp`) and read through
-  ``doc.to_array`` so the per-token Python work stays small next to the parser.
+* Tokens are never re-split: ``Doc(nlp.vocab, words=tokens)`` (an empty token becomes ``"_"``).
+* One sentence = one tree: every token after the first is marked "not a sentence start", so a
+  multi-sentence input (a review) is parsed as one tree.
+* Only ``tok2vec, tagger, parser, attribute_ruler`` are loaded, once per process (:func:`load_nlp`).
+* ``upos``: ``token.pos_`` normalised to the 17 UD tags (``SPACE``/empty -> ``X``, ``CONJ`` -> ``CCONJ``);
+  ``heads``: ``token.head.i + 1``, 0 for the root; ``deprels``: spaCy's ClearNLP labels mapped to UD
+  by :mod:`data_prep.annotators.clearnlp` (which says where spaCy's trees differ from UD).
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
-"""The ``stanza`` annotator: Stanford's UD parser (the design card's parser), fully offline.
+"""The ``stanza`` annotator: Stanford's UD parser, fully offline.
 
-* Models come from ``stanza_dir``, else ``$STANZA_RESOURCES_DIR``, else stanza's defaults (the
-  platform cache ``~/.cache/stanza/<version>/resources`` of stanza >= 1.11, then the older
-  ``~/stanza_resources``). Nothing is ever downloaded.
-* Before stanza (and torch) is imported, the directory is checked for ``resources.json`` and
-  ``en/{pos,lemma,depparse}/*.pt``; when that fails a :class:`DataError` says where it looked and
-  how to get the models on a machine with internet (milliseconds, no network).
-* The pipeline is ``stanza.Pipeline(lang="en", dir=..., processors="tokenize,pos,lemma,depparse",
-  tokenize_pretokenized=True, download_method=None, use_gpu=torch.cuda.is_available())``:
-  ``download_method=None`` (``DownloadMethod.NONE``) skips both the resources.json update and the
-  model download; ``tokenize_pretokenized=True`` takes a list of token lists as given (one list
-  per sentence, never re-split or re-segmented, no tokenizer model loaded, no MWT expansion).
-  It is built once per process and fed ``batch_size`` sentences per call.
-* Stanza outputs UD already: ``word.upos``, ``word.head`` (1-based, 0 = root), ``word.deprel``
-  (full label with subtype) are copied as they are.
+* Models come from ``stanza_dir``, else ``$STANZA_RESOURCES_DIR``, else stanza's defaults
+  (``~/.cache/stanza/<version>/resources``, then ``~/stanza_resources``). Nothing is downloaded.
+* The directory is checked for ``resources.json`` and ``en/{pos,lemma,depparse}/*.pt`` before
+  stanza or torch is imported; a :class:`DataError` says where it looked and how to get the models.
+* One ``stanza.Pipeline(processors="tokenize,pos,lemma,depparse", tokenize_pretokenized=True,
+  download_method=None)`` per process, fed ``batch_size`` sentences per call: token lists are taken
+  as given (never re-split, no MWT expansion).
+* Stanza's UD output (``upos``, ``head`` 1-based with 0 = root, ``deprel`` with subtype) is copied as is.
 """
 
 from __future__ import annotations
