@@ -1,12 +1,8 @@
 """Learning curves from ``RUN/metrics.jsonl``: one or several runs on one figure (matplotlib, Agg).
 
-Every training run ends by drawing its own (``RUN/curves.png``); ``cn3 plot`` draws several runs
-together, each in one colour across the panels, the legend naming them by their directory.
-
-Panels are named by what they show: ``loss`` (train loss, and the dev loss as a dashed line where the
-run records one: translation), ``dev`` (the run's dev score: sentence runs record it as ``dev`` with
-its ``metric`` name, translation as ``dev_bleu``), or any other numeric key of the records
-(``train_loss``, ``dev_loss``, ``seconds``, ...). The x axis is the update step.
+Each run draws its own (``RUN/curves.png``); ``cn3 plot`` draws several, one colour per run. Panels:
+``loss`` (train loss, dev loss dashed where recorded), ``dev`` (``dev`` under its ``metric`` name, or
+``dev_bleu``), or any other numeric key of the records. The x axis is the update step.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Pretrained word vectors (GloVe or word2vec text/binary), loaded with gensim ``KeyedVectors``.
 
-Reading a 100,000-word GloVe text file takes seconds; every later use of the same file (another
-fold's ``prepare``, ``cn3 evaluate --file``, ``cn3 predict``) memory-maps gensim's native format
-from a cache keyed by the file's sha256, so a renamed or moved copy of the same file is still found
-and an edited one is not mistaken for it. The cache is ``$CN3_CACHE/vectors`` (default
-``$XDG_CACHE_HOME/cn3`` or ``~/.cache/cn3``); deleting it only costs the next read.
+Every use after the first memory-maps gensim's native format from a cache keyed by the file's
+sha256 (a moved copy is still found, an edited one is not mistaken for it): ``$CN3_CACHE/vectors``
+(default ``$XDG_CACHE_HOME/cn3`` or ``~/.cache/cn3``); deleting it only costs the next read.
 """
 
 from __future__ import annotations
@@ -91,11 +89,9 @@ def cached_vectors(sha256: str):
 
 
 def load_vectors(path: str | Path, sha256: str | None = None):
-    """``path``'s vectors as a gensim ``KeyedVectors``, through the sha256-keyed cache.
-
-    The first call parses the file and stores gensim's native format; a cache entry appears whole
-    (written in a temporary directory, then renamed), so concurrent or interrupted processes never
-    read half of one. ``sha256``: the file's digest when the caller already has it.
+    """``path``'s vectors as a gensim ``KeyedVectors``, through the sha256-keyed cache (``sha256``: the
+    file's digest when the caller has it). A cache entry is written in a temporary directory and
+    renamed, so no process reads half of one.
     """
     path = Path(path)
     if not path.is_file():

@@ -1,19 +1,16 @@
 """Sentence graphs: nodes are words with attributes, edges are word pairs with attributes.
 
 CN3 (Liu et al., 2019, "Graph Construction") scores *every* pair of words, so the graph is complete;
-what the parser contributes is the edge *attribute* ``e_ik`` (dependency relation and direction, or
-"no arc"). We store only the parser's arcs (sparse ``edge_index`` + ``edge_type``) and the model
-rebuilds the dense ``(B, N, N)`` attribute matrix with ``torch_geometric.utils.to_dense_adj``.
+the parser contributes the edge *attribute* ``e_ik``. Only the parser's arcs are stored (sparse
+``edge_index`` + ``edge_type``); the model rebuilds the dense ``(B, N, N)`` attribute matrix
+(:func:`dense_edge_types`).
 
-Edge types (``0`` = no arc, so a dense matrix filled with zeros means "no relation"):
+Edge types (``0`` = no arc):
 
-* ``1 + 2 * rel``     on ``(i, head(i))``: i's head is k ("up"); the root gets a self-loop ``(i, i)``.
-* ``2 + 2 * rel``     on ``(head(i), i)``: k is a dependent of i ("down").
+* ``1 + 2 * rel`` on ``(i, head(i))`` ("up"); the root gets a self-loop ``(i, i)``;
+* ``2 + 2 * rel`` on ``(head(i), i)`` ("down");
 
 so ``n_edge_types = 1 + 2 * len(rel_vocab)``.
-
-Storage is columnar (see :mod:`data_prep.store`); this module turns one stored sentence back into
-PyG objects: :class:`torch_geometric.data.Data` for one sentence and :class:`PairData` for two.
 """
 
 from __future__ import annotations

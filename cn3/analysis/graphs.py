@@ -37,10 +37,8 @@ HUB_BINS = 10
 
 
 def visible_keys(n: int, window: int | None = None, causal: bool = False) -> np.ndarray:
-    """The words each word can read: ``(n, n)`` bool, True where query ``i`` sees key ``k``.
-
-    ``window = m``: the band ``|i - k| <= m`` (Xu et al.'s local attention); ``causal``: ``k < i``
-    (the LSTMN's tape of earlier words); neither: all True.
+    """The words each word can read: ``(n, n)`` bool, True where query ``i`` sees key ``k``: the band
+    ``|i - k| <= window`` (local attention), ``k < i`` if ``causal`` (the LSTMN), else all.
     """
     i, k = np.arange(n)[:, None], np.arange(n)[None, :]
     keys = np.ones((n, n), dtype=bool)
@@ -72,11 +70,8 @@ def hub(A: np.ndarray, keys: np.ndarray | None = None) -> tuple[int, float]:
 
 
 def row_entropy(A: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
-    """Each row's entropy as a fraction of its maximum: ``H_i / log m_i``.
-
-    ``H_i = -sum_k alpha_ik log alpha_ik`` (with ``0 log 0 = 0``), ``m_i`` the number of words row
-    ``i`` can read (``n`` without ``keys``). 0 for a one-hot row, 1 for a uniform one; NaN where
-    ``m_i < 2`` (nothing to choose between).
+    """Each row's entropy as a fraction of its maximum: ``H_i / log m_i``, ``H_i = -sum_k alpha_ik log
+    alpha_ik``, ``m_i`` the words row ``i`` can read. 0 one-hot, 1 uniform, NaN where ``m_i < 2``.
 
     Shapes: ``A (rows, n)``, ``keys (rows, n)`` -> ``(rows,)``.
     """
@@ -104,12 +99,8 @@ def query_dependence(A: np.ndarray) -> float:
 
 
 def is_static(A: np.ndarray) -> bool:
-    """Static attention (Brody et al., ICLR 2022): every row ranks the words in the same order.
-
-    ``argsort_k(-alpha_ik)`` (a stable sort: equal weights ranked by position) is the same for
-    every row ``i``. A star of one-hot rows is static; so is any matrix of identical rows.
-
-    Shapes: ``A (rows, n)`` -> bool.
+    """Static attention (Brody et al., ICLR 2022): every row ranks the words in the same order
+    (``argsort_k(-alpha_ik)``, stable). Shapes: ``A (rows, n)`` -> bool.
     """
     order = np.argsort(-A, axis=1, kind="stable")
     return bool((order == order[0]).all())
@@ -126,19 +117,15 @@ def attended_distance(A: np.ndarray, keys: np.ndarray | None = None) -> np.ndarr
 
 
 def argmax_distance(A: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
-    """``|i - argmax_k alpha_ik|`` for every row that can read a word (0 = the word reads itself).
-
-    Shapes: ``A (n, n)``, ``keys (n, n)`` -> ``(live rows,)`` int.
+    """``|i - argmax_k alpha_ik|`` for every row that can read a word. Shapes: ``A (n, n)``,
+    ``keys (n, n)`` -> ``(live rows,)`` int.
     """
     rows = np.arange(A.shape[0])
     return np.abs(rows - A.argmax(1))[_live(A, keys)]
 
 
 def tree_neighbours(heads: np.ndarray) -> list[set[int]]:
-    """Each word's neighbours in the dependency tree: its head and its dependents.
-
-    ``heads (n,)``: 0-based head per word, -1 for the root. Returns ``N(i)``, ``deg(i) = |N(i)|``.
-    """
+    """``N(i)``: each word's head and dependents; ``heads (n,)`` 0-based, -1 for the root."""
     out: list[set[int]] = [set() for _ in heads]
     for i, h in enumerate(heads):
         if h >= 0:
@@ -192,11 +179,9 @@ def tree_agreement(A: np.ndarray, heads: np.ndarray, keys: np.ndarray | None = N
 class ArcCounts:
     """Arcs of one relation and how often the model follows them (summed over sentences).
 
-    For an arc ``i -> head(i)`` with relation ``deprel(i)``: ``to_head`` counts rows ``i`` with
-    ``argmax_k alpha_ik = head(i)`` (the dependent reads its head), ``from_head`` rows ``head(i)``
-    with ``argmax_k alpha_{head(i),k} = i`` (the head reads this dependent); ``to_head_chance`` and
-    ``from_head_chance`` sum what a uniformly random other visible word would score (``1 / |K|``
-    per arc whose other end is visible).
+    For an arc ``i -> head(i)``: ``to_head`` counts ``argmax_k alpha_ik = head(i)``, ``from_head``
+    counts ``argmax_k alpha_{head(i),k} = i``; the ``_chance`` fields sum what a uniformly random other
+    visible word would score (``1 / |K|`` per arc whose other end is visible).
     """
 
     arcs: int = 0
@@ -215,11 +200,9 @@ class ArcCounts:
 
 def relation_arcs(A: np.ndarray, heads: np.ndarray, deprels: np.ndarray,
                   keys: np.ndarray | None = None) -> dict[int, ArcCounts]:
-    """Per relation id (the relation of the arc into the dependent, ``deprels[i]``): the arcs of
-    one sentence and how often each end's strongest key is the other end (:class:`ArcCounts`).
+    """Relation id (of the arc into the dependent) -> :class:`ArcCounts` of one sentence.
 
-    Shapes: ``A (n, n)``, ``heads (n,)`` (0-based, -1 root: no arc), ``deprels (n,)`` ids,
-    ``keys (n, n)``.
+    Shapes: ``A (n, n)``, ``heads (n,)`` (0-based, -1 root), ``deprels (n,)``, ``keys (n, n)``.
     """
     n = A.shape[0]
     others = (visible_keys(n) if keys is None else keys) & ~np.eye(n, dtype=bool)
@@ -240,12 +223,9 @@ def relation_arcs(A: np.ndarray, heads: np.ndarray, deprels: np.ndarray,
 
 @dataclass
 class SentenceStatistics:
-    """Every statistic of one sentence in one layer that applies to it.
-
-    ``rows``: rows measured (0: none, the sentence is skipped); ``values``: name (a key of
-    :data:`STATISTICS`) -> the sentence's value (a row mean, or 0/1 for ``static_share``), absent
-    where it does not apply; ``distances``: :func:`argmax_distance` of each row; ``relations``:
-    :func:`relation_arcs`.
+    """Every statistic of one sentence in one layer that applies to it: ``rows`` measured (0: skipped),
+    ``values`` (keys of :data:`STATISTICS`), ``distances`` (:func:`argmax_distance`), ``relations``
+    (:func:`relation_arcs`).
     """
 
     rows: int
@@ -256,17 +236,14 @@ class SentenceStatistics:
 
 def sentence_statistics(A: np.ndarray, rows_are_words: bool = True, heads: np.ndarray | None = None,
                         deprels: np.ndarray | None = None, keys: np.ndarray | None = None) -> SentenceStatistics:
-    """All statistics of one attention matrix that apply to it.
-
-    A sentence of one word has nothing to choose between: it gets no statistic (``rows == 0``).
+    """All statistics of one attention matrix that apply to it (``rows == 0`` for a one-word sentence).
 
     Args:
         A: ``(rows, n)`` attention, rows summing to 1 (over ``keys``).
-        rows_are_words: row ``i`` is word ``i``'s query (``rows == n``); False for annotation hops,
-            which get only hub share and entropy (distances, rankings and trees need word rows).
+        rows_are_words: row ``i`` is word ``i``'s query; False for annotation hops (hub share and
+            entropy only).
         heads, deprels: ``(n,)`` dependency tree (0-based heads, -1 root) and relation ids, or None.
-        keys: ``(rows, n)`` visible words (:func:`visible_keys`); query dependence and static share
-            need every row to see every word, so they are skipped under a mask.
+        keys: ``(rows, n)`` visible words; query dependence and static share are skipped under a mask.
     """
     live = _live(A, keys)
     if A.shape[1] < 2 or not live.any():
@@ -330,14 +307,10 @@ class GraphStatistics:
             t.relations.setdefault(rel, ArcCounts()).add(counts)
 
     def summary(self, relation_names: list[str] | None = None) -> list[dict]:
-        """One JSON-ready dict per layer (1-based ``layer``), in layer order; a layer's heads, when
-        added, follow it (1-based ``head``).
-
-        ``sentences``/``rows``: what was measured, ``skipped``: sentences without any statistic;
-        ``stats``: name -> ``{"mean", "sentences"}``; ``hub_share_histogram``: sentences per
-        :data:`HUB_BINS` bins of ``[0, 1]``; ``argmax_distance``: rows per distance 0, 1, ...
-        (absent for annotation rows); ``relations``: relation name -> counts and rates, most
-        frequent first (absent without trees). ``relation_names``: the ``rel`` vocabulary.
+        """One JSON-ready dict per layer (1-based ``layer``), in order, each layer's heads (1-based ``head``)
+        after it: ``sentences``, ``rows``, ``skipped``; ``stats``: name -> ``{"mean", "sentences"}``;
+        ``hub_share_histogram`` (:data:`HUB_BINS` bins); ``argmax_distance``: rows per distance (word rows
+        only); ``relations`` (:func:`relation_table`, with trees; ``relation_names`` the ``rel`` vocabulary).
         """
         out = []
         for layer, head in sorted(self.layers, key=lambda key: (key[0], -1 if key[1] is None else key[1])):
@@ -361,11 +334,8 @@ def layer_label(entry: dict) -> str:
 
 
 def relation_table(relations: dict[int, ArcCounts], names: list[str] | None = None) -> dict[str, dict]:
-    """Relation name -> arcs, rates and chance rates, most frequent relation first.
-
-    ``to_head = to_head count / arcs`` etc.; ``followed_share``: this relation's share of all
-    followed arcs, ``(to_head + from_head) / sum over relations of (to_head + from_head)`` (an arc
-    followed from both ends counts twice).
+    """Relation name -> arcs, rates and chance rates, most frequent first; ``followed_share``: the
+    relation's share of all followed arcs (an arc followed from both ends counts twice).
     """
     followed = sum(c.to_head + c.from_head for c in relations.values())
     table = {}

@@ -24,26 +24,20 @@
     folds: {mr: 10}                # optional (a budget's own replaces it): cross-validate these tasks
                                    #   over folds 0..9 (or a list of folds), each seed trained once a fold
 
-A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k`` (a cell runs
-`cn3 nmt train` with the default NMT config); both kinds mix in one spec. Cell ``(task, variant,
-seed)`` trains into ``OUT/<name>[-<budget>]/<task>/<variant>/seed<S>``: the path is a function of
-the cell, so a re-run finds what is done. Overrides apply in the order: the task's tuned config,
-``set``, the task's own overrides, the variant's, the budget's ``set`` (a budget resizes every
-cell, whatever its variant), and last the budget's overrides for the cell's task (a task whose
-epochs cost ten times another's gets fewer of them).
+A task is a name of `cn3 tasks` (a cell runs `cn3 train --task T`) or ``multi30k`` (`cn3 nmt
+train`); both kinds mix in one spec. Cell ``(task, variant, seed)`` trains into
+``OUT/<name>[-<budget>]/<task>/<variant>/seed<S>``, so a re-run finds what is done. Overrides apply
+in this order: the task's tuned config, ``set``, the task's overrides, the variant's, the budget's
+``set``, the budget's overrides for the cell's task.
 
-With ``tune`` (:mod:`cn3.experiment.tuning`; a budget's own ``tune`` replaces the spec's, ``tune:
-null`` turns it off) each task and variant first trains every option into
-``<task>/<variant>/tune-<option>`` (the option's overrides go right after the variant's); the seed
-cells then take the option with the best dev score, and the tuning seed's cell is the chosen
-option's tuning run.
+``tune`` (:mod:`cn3.experiment.tuning`; a budget's own replaces it, ``tune: null`` turns it off):
+every option first trains into ``<task>/<variant>/tune-<option>`` (its overrides right after the
+variant's); the seed cells take the option with the best dev score.
 
-With ``folds`` (for the tasks without an official split, whose test split is ``data.fold``) each
-listed task's seed cell becomes one cell a fold, ``<task>/<variant>/seed<S>-fold<F>``, with
-``data.fold=F`` applied last; the report scores a seed by the mean over its folds (Liu et al.
-average the 10 folds) once every fold of it has finished, and tests on the folds' items pooled
-(every sentence once a seed). A fold cell whose config equals an earlier grid's cell at that fold
-(``data.fold`` set in a task's overrides) is adopted from it (:mod:`cn3.experiment.reuse`).
+``folds`` (tasks whose test split is ``data.fold``): each seed cell becomes one cell a fold,
+``<task>/<variant>/seed<S>-fold<F>`` with ``data.fold=F`` applied last; the report scores a seed by
+the mean over its folds once all have finished, and tests on the folds' items pooled. A fold cell
+may be adopted from an earlier grid's (:mod:`cn3.experiment.reuse`).
 """
 
 from __future__ import annotations
@@ -221,9 +215,12 @@ def _yaml_value(value) -> str:
 
 
 def find_spec(name_or_path: str | Path) -> Path:
-    """A spec file: a path, or a shipped spec by name (``liu-table3``) or by its path inside the
-    package (``configs/experiments/liu-table3.yaml``, the form the issues and papers' READMEs use:
-    the shipped specs live in ``cn3/configs/experiments/`` so that an installed cn3 has them)."""
+    """A spec file: a path, or a shipped spec by name (``liu-table3``) or by its path inside the package
+    (``configs/experiments/liu-table3.yaml``).
+
+    Raises:
+        ConfigError: not found (with the closest shipped name).
+    """
     path = Path(name_or_path)
     if path.is_file():
         return path
@@ -360,12 +357,16 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
 
 
 def check_variant_options(spec: ExperimentSpec) -> None:
-    """A variant's own family option that its encoder does not read (``cn3 encoders``) would make it
-    look like an ablation it is not: its cells would train what they would without it. Refused,
-    naming the variant, before anything trains (`cn3 experiment run`; not at :func:`load_spec`, which
-    reports and status call without importing the encoders). The spec's and a budget's ``set`` may set
-    family options for every variant, as the train commands accept them; only a variant's own keys
-    say "this variant differs"."""
+    """Refuse a variant whose own family options its encoder does not read (``cn3 encoders``): its
+    cells would train as without them, an ablation in name only.
+
+    Only a variant's own keys count (the spec's and a budget's ``set`` may set family options for
+    every variant). Called by `cn3 experiment run` before anything trains, not by :func:`load_spec`,
+    which reports and status call without importing the encoders.
+
+    Raises:
+        ConfigError: naming the variant and the keys.
+    """
     from dataclasses import replace
 
     from cn3.encoders import ignored_overrides

@@ -28,10 +28,8 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm-Bonferroni step-down adjusted p-values (Holm, 1979), in the order given.
 
     The i-th smallest of m p-values (i from 1) is multiplied by ``m - i + 1``; a running maximum keeps
-    the adjusted values in the order of the raw ones (a hypothesis is rejected only if every smaller one
-    is), capped at 1. Controls the family-wise error rate like Bonferroni, and rejects at least as much.
-    Written here (five lines) rather than taken from ``statsmodels.stats.multitest``: statsmodels would
-    be a heavy dependency for it.
+    the adjusted values in the order of the raw ones, capped at 1. (Five lines here rather than the
+    heavy ``statsmodels`` dependency.)
 
     Args:
         pvalues: the family's raw p-values.

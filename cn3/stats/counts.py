@@ -1,9 +1,9 @@
 """Per-item counts whose sums give a corpus-level score: ``score(counts.sum(axis=items))``.
 
-Accuracy and token accuracy are (right, total) per item; span F1 is (true positives, predicted spans,
-gold spans) per sentence, so a metric that is not a mean over items (span F1) is still a function of
-per-item counts summed over the items, which is what lets resampling tests work on row numbers
-(:mod:`cn3.stats.paired`). Scored exactly as :mod:`cn3.metrics` scores them.
+Accuracy and token accuracy: (right, total) per item; span F1: (true positives, predicted spans,
+gold spans) per sentence. So a metric that is not a mean over items is still a function of summed
+per-item counts, which resampling tests need (:mod:`cn3.stats.paired`). Scored exactly as
+:mod:`cn3.metrics` scores them.
 """
 
 from __future__ import annotations

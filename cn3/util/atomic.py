@@ -43,8 +43,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any, inline_lists: bool = False) -> None:
-    """``obj`` as indented JSON; with ``inline_lists``, each list of plain values on one line (a record of
-    per-item gold and predictions, one value a line, took twice the bytes)."""
+    """``obj`` as indented JSON (:func:`json_text`), written atomically."""
     atomic_write_text(path, json_text(obj, inline_lists))
 
 

@@ -31,9 +31,9 @@ class _Progress(Progress):
     _last_line = 0.0
 
     def line_due(self) -> bool:
-        """Whether the next :meth:`update` prints a plain line (never for a live bar): a caller whose
-        fields cost something to fill (the training loop's running loss, read from the device) fills
-        them just before."""
+        """Whether the next :meth:`update` prints a plain line (never for a live bar), so that a caller fills
+        costly fields (a loss read from the device) only then.
+        """
         return self.disable and time.monotonic() - self._last_line >= LOG_INTERVAL
 
     def update(self, task_id: TaskID, **kwargs) -> None:

@@ -81,14 +81,11 @@ def hold_out_sentences(phrases: list[Example], seed: int, fraction: float = SST2
                        ) -> tuple[list[Example], list[Example], dict]:
     """``(train, test, record)``: a labelled test split carved out of SST's train phrases.
 
-    SST's train file lists every labelled phrase of the train sentences (shuffled, each distinct phrase
-    once), so holding out phrases would leave a held-out phrase's parts and wholes in train. Here the
-    unit is a *sentence*: a phrase that no other phrase of the file contains as a contiguous token
-    span (the full sentences, and the odd phrase whose sentence was left out for being neutral). A
-    seeded ``fraction`` of them (``random.Random(f"{seed}:test")``) is the test split, in file order,
-    and every phrase that is a span of a held-out sentence is dropped from train, so no test sentence
-    and none of its labelled parts is trained on (a phrase shared with a train sentence goes too).
-    Nothing else is read: the vocabularies, built from train afterwards, never see the test sentences.
+    The unit is a *sentence*: a phrase that no other phrase of the file contains as a contiguous span.
+    A seeded ``fraction`` of them (``random.Random(f"{seed}:test")``) is the test split, in file order,
+    and every phrase that is a span of a held-out sentence is dropped from train. WHY: the train file
+    lists every labelled phrase of the train sentences, so holding out phrases would leave a held-out
+    phrase's parts and wholes in train.
     """
     import random
 
