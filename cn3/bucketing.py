@@ -70,12 +70,10 @@ def batch_loader(collate: Callable[[list[int]], object], batches: list[list[int]
                  pin_memory: bool = False) -> DataLoader:
     """The batches ``collate(indices)`` builds on the host, in the order of ``batches``.
 
-    With ``workers > 0``, worker processes collate the next batches while the model trains on this
-    one; with ``pin_memory`` (CUDA) the batches arrive in page-locked memory, from which
-    ``.to(device, non_blocking=True)`` copies overlap compute. The order is that of ``batches`` (a
-    pure function of seed and epoch), and the loader's own generator seeds its workers, so the
-    global RNG streams that exact resume restores are not drawn from; ``collate`` must draw from
-    none either (it runs in the workers).
+    ``workers > 0``: worker processes collate the next batches during training; ``pin_memory`` (CUDA):
+    page-locked batches, so ``.to(device, non_blocking=True)`` overlaps compute. The loader's own
+    generator seeds its workers, so the global RNG streams that exact resume restores are not drawn
+    from; ``collate`` must draw from none either.
     """
     return DataLoader(_Indices(), batch_sampler=batches, collate_fn=collate, num_workers=workers,
                       pin_memory=pin_memory, generator=torch.Generator())

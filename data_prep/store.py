@@ -1,14 +1,13 @@
 """Columnar storage of a prepared split, and the PyG dataset that reads it back.
 
-Per-token storage is one index into a per-split *type table* (every distinct word string once, with
-its text, word/lower-case ids, characters and spelling features), plus POS, head, relation and tag. This
-keeps a 10M-token corpus (IMDB) small and lets ``prepare`` avoid building a ``Data`` object per
-sentence. Everything is a plain dict of tensors, so ``torch.load(weights_only=True)`` reads it.
+Per token: an index into a per-split *type table* (each distinct word string once, with its text,
+word/lower-case ids, characters and spelling features), plus POS, head, relation and tag. WHY: a
+10M-token corpus stays small and ``prepare`` builds no ``Data`` per sentence. A plain dict of
+tensors, readable with ``torch.load(weights_only=True)``.
 
 Keys (``s`` is the side: ``a``, and ``b`` for pair tasks):
   ``types.text`` (T strings), ``types.word (T,)``, ``types.lower (T,)``, ``types.chars (T, C)``,
-  ``types.spell (T, F)``; with word vectors ``open.vectors (K, D)``: the pretrained vectors of the
-  split's words outside the vocabulary, whose ``types.lower`` ids run on after it (:func:`open_vocabulary`)
+  ``types.spell (T, F)``; with word vectors ``open.vectors (K, D)`` (:func:`open_vocabulary`);
   ``{s}.ptr (S+1,)`` node offsets; ``{s}.type (Ntot,)``; optional ``{s}.upos``, ``{s}.head`` (0-based,
   -1 = root), ``{s}.deprel``, ``{s}.tag``; ``y (S,)`` for graph/pair tasks.
 """
@@ -32,12 +31,11 @@ from data_prep.vocab import UNK_ID, Vocab
 def open_vocabulary(words: list[str], ids: list[int], vocab: Vocab, vectors) -> tuple[list[int], torch.Tensor]:
     """Give the words outside ``vocab`` that have a pretrained vector an id of their own.
 
-    ``ids`` are the lower-cased ``words``' ids in ``vocab`` (``<unk>`` when absent). Each distinct
-    lower-cased word that is absent but has a vector gets ``len(vocab) + j`` (``j`` in sorted order),
-    and row ``j`` of the returned ``(K, D)`` tensor is its vector. A model adds these rows after its
-    trained table at inference (``NodeEncoder.open_vocabulary``), so text never seen at training
-    time gets what the vectors file knows, exactly as if its words had been in the vocabulary with
-    their pretrained row and never updated, which is what training does to a row it never sees.
+    ``ids`` are the lower-cased ``words``' ids in ``vocab`` (``<unk>`` when absent). Each distinct absent
+    lower-cased word with a vector gets ``len(vocab) + j`` (``j`` in sorted order), row ``j`` of the
+    returned ``(K, D)`` tensor being its vector. A model adds these rows after its trained table at
+    inference (``NodeEncoder.open_vocabulary``): the same as if the word had been in the vocabulary
+    with its pretrained row and never updated.
     """
     key_to_index = vectors.key_to_index
     new = sorted({w.lower() for w, i in zip(words, ids) if i == UNK_ID and w.lower() not in vocab
@@ -169,10 +167,8 @@ class GraphDataset(Dataset):
         return GraphDataset(t, self.level, self.sidecar, index=base)
 
     def spread(self, n: int) -> GraphDataset:
-        """``n`` items evenly spaced over the split, first and last included (quick experiments, tests).
-
-        Evenly spaced rather than the first ``n``: some files are sorted by label (IMDB), and their
-        first items would all be one class.
+        """``n`` items evenly spaced over the split, first and last included (not the first ``n``: some
+        files are sorted by label).
         """
         if n >= len(self):
             return self

@@ -73,11 +73,9 @@ class GraphBatch:
 
 
 def _dense_side(t: dict, side: str, index: Tensor) -> tuple[SideBatch, Tensor, Tensor]:
-    """One side of the items ``index`` straight from the columnar store, densified with PyG.
-
-    Same result as building each item's PyG ``Data`` and collating them, without the per-item
-    objects: the nodes of all items are gathered with one index, ``to_dense_batch`` pads them and
-    ``to_dense_adj`` rebuilds ``e_ik``. Returns the side, its node-to-item vector and node positions.
+    """One side of the items ``index`` gathered straight from the columnar store and densified with
+    PyG's ``to_dense_batch``/``to_dense_adj``, without per-item ``Data`` objects. Returns the side, its
+    node-to-item vector and node positions.
     """
     ptr = t[f"{side}.ptr"]
     starts, lengths = ptr[index], ptr[index + 1] - ptr[index]  # (B,)
@@ -109,10 +107,8 @@ def _dense_side(t: dict, side: str, index: Tensor) -> tuple[SideBatch, Tensor, T
 
 
 def make_batch(dataset, indices: list[int]) -> GraphBatch:
-    """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch.
-
-    Equals collating the items' PyG ``Data`` (``dataset[i]``) with ``Batch.from_data_list`` and
-    densifying them (tested against that reference), several times faster: the training loop's hot path.
+    """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch: equal to collating
+    their PyG ``Data`` with ``Batch.from_data_list`` and densifying (tested), several times faster.
     """
     t = dataset.t
     index = torch.as_tensor(indices, dtype=torch.long)
@@ -137,12 +133,11 @@ def item_lengths(dataset) -> list[int]:
 
 class DeviceBatches:
     """A split padded once into tensors on ``device``, from which a batch is a few gathers there
-    (``train.device_batches``): the same :class:`GraphBatch` as :func:`make_batch` builds on the host,
-    value for value, without collating on the host or copying to the device at every update.
+    (``train.device_batches``): the same :class:`GraphBatch` as :func:`make_batch`, value for value.
 
-    Each side is padded to the split's longest item; a batch takes its rows and the first
-    ``longest in the batch`` positions (read from the store's offsets on the host, so nothing waits
-    for the device). ``index`` stays on the host, as :meth:`GraphBatch.to` leaves it.
+    Each side is padded to the split's longest item; a batch takes its rows and its longest length's
+    positions (read from the store's offsets on the host, so nothing waits for the device). ``index``
+    stays on the host.
     """
 
     def __init__(self, dataset, device: torch.device, chunk: int = 4096):

@@ -1,11 +1,9 @@
 """Node attributes -> node vectors: the paper's word, character, POS and spelling attributes.
 
-CN3 (Liu et al., 2019), "Graph Construction": a node carries the word, its POS tag, its
-characters and spelling features ("Spell"); the context layer then adds local (sequential) bias.
-:class:`NodeEncoder` embeds each attribute and concatenates them into ``x`` (the input of the
-context layer); the attribute part alone is ``v``, the ``v_i``/``v_k`` of the energy
-``s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik])``. The paper also lists a word's position among its
-attributes: ``position_dim`` embeds it (off by default, see :data:`MAX_POSITION`).
+CN3 (Liu et al., 2019), "Graph Construction". :class:`NodeEncoder` embeds each attribute and
+concatenates them into ``x``, the context layer's input; the attribute part alone is ``v``, the
+``v_i``/``v_k`` of the energy ``s_ik = u^T tanh(W [h_k, h_i, v_i, v_k, e_ik])``. The word's position
+(also a paper attribute) is off by default (``position_dim``, :data:`MAX_POSITION`).
 """
 
 from __future__ import annotations
@@ -90,19 +88,16 @@ class NodeEncoder(nn.Module):
         char: ``"none"``, ``"cnn"`` or ``"lstm"``; ``char_dim``/``char_out`` its sizes.
         pos_dim: POS embedding size (0 = no POS attribute).
         spell_dim: spelling projection size (0 = no spelling attribute).
-        position_dim: size of the embedding of the word's position ``min(i, MAX_POSITION)`` in its
-            sentence, from 0 (0 = no position attribute). Zero at padding.
+        position_dim: size of the embedding of ``min(i, MAX_POSITION)`` (0 = none; zero at padding).
         dropout: on the concatenated vector.
-        word_dropout: in training, each word id becomes ``<unk>`` with this probability (Iyyer et
-            al., 2015). Without it the ``<unk>`` row is never trained: every train word is in the
-            vocabulary, so only test words without a pretrained vector map to it.
+        word_dropout: in training, each word id becomes ``<unk>`` with this probability (Iyyer et al.,
+            2015); WHY: otherwise the ``<unk>`` row is never trained.
 
-    Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)`` where ``x`` is
-    ``[word; attributes]`` and ``v`` the attribute part only.
+    Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)``, ``x`` being
+    ``[word; attributes]``.
 
-    Open vocabulary: inside ``with encoder.open_vocabulary(rows)``, word ids ``n_words + j`` are
-    embedded as ``rows[j]`` (pretrained vectors of words outside the trained vocabulary, see
-    :func:`data_prep.store.open_vocabulary`).
+    Inside ``with encoder.open_vocabulary(rows)``, word ids ``n_words + j`` are embedded as ``rows[j]``
+    (:func:`data_prep.store.open_vocabulary`).
     """
 
     def __init__(self, sizes: NodeEncoderSizes, word_dim: int, pretrained: Tensor | None = None,

@@ -3,73 +3,25 @@
 spaCy's English pipelines are trained on OntoNotes converted with ClearNLP, whose labels and
 attachment conventions predate UD. The spaCy annotator keeps spaCy's **tree** (heads) and
 relabels each token with the UD relation that *token* would carry in a UD analysis, as far as
-the label, the token's UPOS and its head's UPOS can tell. The tree itself is *not* converted,
-so it differs from UD in these places:
+the label, the token's UPOS and its head's UPOS can tell (:data:`CLEARNLP_TO_UD`, then the context
+rules of :func:`to_ud`). The tree itself is *not* converted, so it differs from UD in these places:
 
 * **prepositions head their objects**: *sat on the mat* is ``sat -> on -> mat`` (UD: ``sat -> mat
-  -> on``). The preposition gets ``case`` (its UD role) and the object ``obl``/``nmod`` (its UD
-  role), but they hang on the other end of the chain than in UD.
-* **copulas head their predicates**: *she is happy* is ``is -> happy`` with ``acomp`` (UD makes
-  *happy* the root and *is* a ``cop`` dependent). ``acomp``/``attr``/``oprd`` become ``xcomp``,
-  the UD label of the same construction with a non-copular verb (*she seems happy*); UD ``cop``
-  is never produced.
-* **subordinate clauses under prepositions** (*after leaving*: ``after -> leaving``, ``pcomp``):
-  the clause gets ``advcl``/``acl``, the preposition ``case`` (UD would have ``mark``).
+  -> on``); ``prep`` becomes ``case`` and ``pobj`` ``obl`` (``nmod`` under a nominal), each its UD
+  role, but hanging on the other end of the chain than in UD.
+* **copulas head their predicates**: *she is happy* is ``is -> happy``; ``acomp``/``attr``/``oprd``
+  become ``xcomp``, the UD label of the same construction with a non-copular verb (*she seems
+  happy*); UD ``cop`` is never produced.
+* **subordinate clauses under prepositions** (*after leaving*, ``pcomp``): the clause gets
+  ``advcl`` (``acl`` under a nominal), the preposition ``case`` (UD would have ``mark``).
 * **passive agents**: *by* is ``agent`` of the verb -> ``case``; its object ``obl:agent``.
 
-Table (label -> UD); "ctx" marks the context rules applied by :func:`to_ud`:
-
-============  ======================  =====================================================
-ClearNLP      UD                      note
-============  ======================  =====================================================
-ROOT          root
-acl           acl
-acomp         xcomp                   copula structure not converted (see above)
-advcl         advcl
-advmod        advmod
-agent         case                    the *by* of a passive; its ``pobj`` -> ``obl:agent``
-amod          amod
-appos         appos
-attr          xcomp                   predicate nominal / wh-word of a copula
-aux           aux                     ctx: infinitival *to* (UPOS PART) -> ``mark``
-auxpass       aux:pass
-case          case                    possessive *'s*
-cc            cc
-ccomp         ccomp
-compound      compound
-conj          conj
-csubj         csubj
-csubjpass     csubj:pass
-dative        iobj                    ctx: a preposition (*gave it to him*: UPOS ADP) -> ``case``
-dep           dep
-det           det
-dobj          obj
-expl          expl
-intj          discourse               UD ``discourse`` covers interjections
-mark          mark
-meta          dep                     meta modifiers (list markers, bylines): no UD analogue
-neg           advmod                  UD v2 has no ``neg``; ctx: *no* (UPOS DET) -> ``det``
-nmod          nmod
-npadvmod      obl:unmarked            ctx: under a nominal -> ``nmod:unmarked`` (UD >= 2.14
-                                      names; formerly ``obl:npmod``/``nmod:npmod``)
-nsubj         nsubj
-nsubjpass     nsubj:pass
-nummod        nummod
-oprd          xcomp                   object predicate (*made him happy*)
-parataxis     parataxis
-pcomp         advcl                   ctx: preposition attached to a nominal -> ``acl``
-pobj          obl                     ctx: preposition attached to a nominal -> ``nmod``;
-                                      under ``agent`` -> ``obl:agent``
-poss          nmod:poss
-preconj       cc:preconj
-predet        det:predet
-prep          case                    see "prepositions head their objects"
-prt           compound:prt
-punct         punct
-quantmod      advmod                  *about 5*, *more than 5*
-relcl         acl:relcl
-xcomp         xcomp
-============  ======================  =====================================================
+Other labels without a same-named UD relation: ``dative`` -> ``iobj`` (``case`` on an ADP: *gave it
+to him*), ``aux`` on infinitival *to* (PART) -> ``mark``, ``intj`` -> ``discourse``, ``meta`` -> ``dep``
+(no UD analogue), ``neg`` -> ``advmod`` (UD v2 has no ``neg``; ``det`` for *no*, a DET), ``npadvmod``
+-> ``obl:unmarked`` (``nmod:unmarked`` under a nominal; UD >= 2.14 names, formerly ``obl:npmod``/
+``nmod:npmod``), ``poss`` -> ``nmod:poss``, ``prt`` -> ``compound:prt``, ``quantmod`` -> ``advmod``
+(*about 5*), ``relcl`` -> ``acl:relcl``.
 
 "Nominal" is :data:`~data_prep.annotators.ud.NOMINAL_UPOS`. A label not in the table is kept when
 it already is a UD relation, else it becomes ``dep``.

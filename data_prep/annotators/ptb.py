@@ -1,39 +1,21 @@
-"""Penn Treebank (PTB) tags -> Universal POS (the 17 UD v2 tags).
+"""Penn Treebank (PTB) tags -> Universal POS (the 17 UD v2 tags): :data:`PTB_TO_UPOS`.
 
 Based on the standard ``en-ptb.map`` of the universal tagset (Petrov, Das & McDonald 2012),
-extended to the UD v2 inventory the way the UD English treebanks (EWT) use it:
+extended to the UD v2 inventory as the UD English treebanks (EWT) use it. Where it differs from
+the universal tagset or from UD:
 
-======================================  =========  =================================================
-PTB tag                                 UPOS       note
-======================================  =========  =================================================
-NN NNS                                  NOUN
-NNP NNPS (NP NPS)                       PROPN      universal tagset: NOUN
-VB VBD VBG VBN VBP VBZ                  VERB       forms of *be* -> AUX (see below)
-MD                                      AUX        universal tagset: VERB
-JJ JJR JJS AFX                          ADJ
-RB RBR RBS WRB                          ADV
-IN RP                                   ADP        subordinators (*because*, *if*) are SCONJ in UD:
-                                                   not recoverable from the tag, so ADP
-TO                                      PART       preposition *to* is ADP in UD: not recoverable
-POS                                     PART       possessive *'s*
-CC                                      CCONJ
-CD                                      NUM
-DT PDT                                  DET
-WDT                                     PRON       relative *which/that* (the majority); DET in
-                                                   *which book* is not recoverable
-PRP PRP$ WP WP$ EX                      PRON       existential *there* is PRON in UD
-UH                                      INTJ
-SYM $ #                                 SYM
-. , : `` '' " ' ( ) [ ] { } -LRB- ...   PUNCT      also -RRB- -LCB- -RCB- -LSB- -RSB- HYPH NFP ! ?
-FW LS ADD GW XX NIL -NONE- -X-          X          ``-X-`` is CoNLL-2003's tag of -DOCSTART- lines
-======================================  =========  =================================================
+* NNP NNPS -> PROPN, MD -> AUX (universal tagset: NOUN, VERB);
+* IN -> ADP: subordinators (*because*, *if*) are SCONJ in UD, not recoverable from the tag;
+* TO -> PART: preposition *to* is ADP in UD, not recoverable; POS (possessive *'s*) -> PART;
+* WDT -> PRON (relative *which/that*, the majority; DET in *which book* is not recoverable);
+* EX -> PRON (existential *there*, as in UD); ``-X-`` (CoNLL-2003's -DOCSTART- tag) -> X.
 
 Rules on top of the table:
 
-* a compound tag such as CoNLL-2003's ``NN|SYM`` maps by its first alternative (``NN`` -> NOUN);
-* a VB* tag on a form of *be* (*is, was, 's, 're* ...) -> AUX, as in UD, where *be* is AUX both as
+* a compound tag such as CoNLL-2003's ``NN|SYM`` maps by its first known alternative;
+* a VB* tag on a form of *be* (:data:`BE_FORMS`) -> AUX, as in UD, where *be* is AUX both as
   auxiliary and as copula (*have*/*do* stay VERB: their AUX use is not recoverable from the tag);
-* any other tag -> ``X`` (:func:`ptb_to_upos` never returns anything outside the 17 UPOS).
+* any other tag -> ``X``.
 """
 
 from __future__ import annotations
