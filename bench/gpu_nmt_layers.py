@@ -30,6 +30,13 @@ one comparison alternate for ``--repeats`` rounds; each call (zero grads, forwar
 is timed by CUDA events on the GPU (``time.perf_counter`` after a synchronisation on the CPU); the
 medians and their ratio are printed, with ``bf16/fp32`` per module (< 1: bf16 is faster). ``--json``
 writes every row, the device's name and the targets' verdicts.
+
+A column this CPU cannot run is left out rather than crashing the run: on the CPU, a module whose
+first call fails because oneDNN has no primitive for it here (``nn.LSTM`` under bf16 autocast on a
+CPU without AVX-512, e.g. an AVX2-only AMD EPYC) is not timed; its row says so under
+``not_supported`` (column -> ``"not supported on this CPU: <oneDNN's error>"``), the ratios that
+need it are absent, the printed table shows the reason in its place, and the summary lists every
+such column under ``not_supported``. Any other error, and every error on a GPU, is raised.
 """
 
 from __future__ import annotations
@@ -90,16 +97,52 @@ def train_step(module: nn.Module, inputs: tuple, bf16: bool, device: torch.devic
     return run
 
 
-def race(fns: dict, warmup: int, repeats: int, timer: Timer) -> dict[str, float]:
-    """Median seconds of each function, the functions alternating round by round."""
-    for fn in fns.values():
-        for _ in range(warmup):
+ONEDNN_UNSUPPORTED = "could not create a primitive descriptor"
+"""The start of the RuntimeError oneDNN raises where this CPU has no primitive for a call (its bf16
+LSTM needs AVX-512)."""
+
+
+def cpu_unsupported(fn, device: torch.device) -> str | None:
+    """Calls ``fn()`` once (a warm-up call). Returns None when it runs, or, on the CPU when it raises
+    oneDNN's :data:`ONEDNN_UNSUPPORTED` RuntimeError, ``"not supported on this CPU: <the error's first
+    sentence>"``. Raises any other error, and every error on another device."""
+    try:
+        fn()
+    except RuntimeError as error:
+        if device.type != "cpu" or ONEDNN_UNSUPPORTED not in str(error):
+            raise
+        return f"not supported on this CPU: {str(error).split('. ')[0]}"
+    return None
+
+
+def race(fns: dict, warmup: int, repeats: int, timer: Timer,
+         device: torch.device) -> tuple[dict[str, float], dict[str, str]]:
+    """Median seconds of each function, the functions alternating round by round after ``warmup``
+    calls each; and the functions this CPU cannot run (:func:`cpu_unsupported`, their first warm-up
+    call), name -> reason, which are left out of the medians."""
+    skipped = {}
+    for name, fn in list(fns.items()):
+        if (reason := cpu_unsupported(fn, device)) is not None:
+            skipped[name] = reason
+            continue
+        for _ in range(warmup - 1):
             fn()
+    fns = {name: fn for name, fn in fns.items() if name not in skipped}
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             times[name].append(timer(fn))
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: statistics.median(t) for name, t in times.items()}, skipped
+
+
+def ratios(t: dict[str, float], pairs: list[tuple[str, str]]) -> dict[str, float]:
+    """``"a/b": t[a] / t[b]`` for each pair whose both columns ran."""
+    return {f"{a}/{b}": t[a] / t[b] for a, b in pairs if a in t and b in t}
+
+
+def bf16_over_fp32(ms: dict[str, dict[str, float]]) -> dict[str, float]:
+    """``"bf16/fp32 <column>"`` for each column that ran in both precisions."""
+    return {f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in ms["bf16"] if k in ms["fp32"]}
 
 
 class Pinned(nn.Module):
@@ -163,19 +206,18 @@ def bench_attention(shapes, device, args, timer) -> list[dict]:
                   "hybrid": encoder_layer(HybridSelfAttention(d, h, 0.1, window=1, mode="hybrid"), d),
                   "hybrid-weights": encoder_layer(weights_path, d)}
         layers = {k: m.to(device).train() for k, m in layers.items()}
-        ms = {}
+        ms, skipped = {}, {}
         for precision in ("fp32", "bf16"):
-            times = race({k: train_step(m, (x, mask), precision == "bf16", device) for k, m in layers.items()},
-                         args.warmup, args.repeats, timer)
+            times, skipped[precision] = race({k: train_step(m, (x, mask), precision == "bf16", device)
+                                              for k, m in layers.items()}, args.warmup, args.repeats, timer, device)
             ms[precision] = {k: t * 1e3 for k, t in times.items()}
         for precision in ("fp32", "bf16"):
             t = ms[precision]
             rows.append({"part": "attention", "shape": f"{b}x{n}x{d}", "heads": h, "precision": precision,
                          **{f"{k}_ms": v for k, v in t.items()},
-                         "hybrid/transformer": t["hybrid"] / t["transformer"],
-                         "hybrid-weights/transformer": t["hybrid-weights"] / t["transformer"],
-                         **({f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in t} if precision == "bf16"
-                            else {})})
+                         **ratios(t, [("hybrid", "transformer"), ("hybrid-weights", "transformer")]),
+                         **(bf16_over_fp32(ms) if precision == "bf16" else {}),
+                         **({"not_supported": skipped[precision]} if skipped[precision] else {})})
     return rows
 
 
@@ -203,23 +245,33 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
             first_calls[name] = time.perf_counter() - begin
         triton_diff = ({"triton_max_diff": max_difference(modules["onlstm-triton"], modules["onlstm-plain"], x, mask),
                         "triton_compile_s": first_calls["onlstm-triton"]} if "onlstm-triton" in modules else {})
-        ms = {}
+        ms, skipped = {}, {}
         for precision in ("fp32", "bf16"):
-            times = race({k: train_step(m, inputs[k], precision == "bf16", device) for k, m in modules.items()},
-                         args.warmup, args.repeats, timer)
+            times, skipped[precision] = race({k: train_step(m, inputs[k], precision == "bf16", device)
+                                              for k, m in modules.items()}, args.warmup, args.repeats, timer, device)
             ms[precision] = {k: t * 1e3 for k, t in times.items()}
         for precision in ("fp32", "bf16"):
             t = ms[precision]
             rows.append({"part": "rnn", "shape": f"{b}x{n}x{d}", "precision": precision,
                          **{f"{k}_ms": v for k, v in t.items()},
-                         "onlstm/lstm": t["onlstm"] / t["lstm"], "onlstm-plain/lstm": t["onlstm-plain"] / t["lstm"],
-                         **({"onlstm-triton/lstm": t["onlstm-triton"] / t["lstm"],
-                             "onlstm-triton/onlstm-plain": t["onlstm-triton"] / t["onlstm-plain"], **triton_diff}
-                            if "onlstm-triton" in t else {}),
+                         **ratios(t, [("onlstm", "lstm"), ("onlstm-plain", "lstm"), ("onlstm-triton", "lstm"),
+                                      ("onlstm-triton", "onlstm-plain")]),
+                         **(triton_diff if "onlstm-triton" in t else {}),
                          "compiled_steps": onlstm._use_compiled(device), "compile_s": first_calls["onlstm"],
-                         **({f"bf16/fp32 {k}": ms["bf16"][k] / ms["fp32"][k] for k in t} if precision == "bf16"
-                            else {})})
+                         **(bf16_over_fp32(ms) if precision == "bf16" else {}),
+                         **({"not_supported": skipped[precision]} if skipped[precision] else {})})
     return rows
+
+
+def shown_ms(row: dict, column: str) -> str:
+    """A column's printed median ms, or the reason it did not run (``row["not_supported"]``)."""
+    reason = row.get("not_supported", {}).get(column)
+    return reason if reason is not None else f"{row[f'{column}_ms']:7.3f}"
+
+
+def shown_ratio(row: dict, key: str, suffix: str = "x") -> str:
+    """A printed ratio, ``-`` where a column it needs did not run."""
+    return f"{row[key]:.2f}{suffix}" if key in row else "-"
 
 
 def device_name(device: torch.device) -> str:
@@ -258,37 +310,43 @@ def main(argv: list[str] | None = None) -> dict:
     attention = bench_attention(QUICK_ATTENTION_SHAPES if args.quick else ATTENTION_SHAPES, device, args, timer)
     print(f"\nencoder layer (pre-norm, ff 4d, dropout 0.1, training): hybrid / Transformer, target <= {HYBRID_TARGET}")
     for r in attention:
-        print(f"  {r['shape']:<11} {r['precision']}  Transformer {r['transformer_ms']:7.3f}  hybrid "
-              f"{r['hybrid_ms']:7.3f} ({r['hybrid/transformer']:.2f}x)  weights path {r['hybrid-weights_ms']:7.3f} "
-              f"({r['hybrid-weights/transformer']:.2f}x)"
-              + (f"  bf16/fp32: T {r['bf16/fp32 transformer']:.2f} H {r['bf16/fp32 hybrid']:.2f}"
-                 if r["precision"] == "bf16" else ""))
+        print(f"  {r['shape']:<11} {r['precision']}  Transformer {shown_ms(r, 'transformer')}  hybrid "
+              f"{shown_ms(r, 'hybrid')} ({shown_ratio(r, 'hybrid/transformer')})  weights path "
+              f"{shown_ms(r, 'hybrid-weights')} ({shown_ratio(r, 'hybrid-weights/transformer')})"
+              + (f"  bf16/fp32: T {shown_ratio(r, 'bf16/fp32 transformer', '')} "
+                 f"H {shown_ratio(r, 'bf16/fp32 hybrid', '')}" if r["precision"] == "bf16" else ""))
     rnn = bench_rnn(QUICK_RNN_SHAPES if args.quick else RNN_SHAPES, device, args, timer)
     print(f"\nrecurrent layer (full rows): ON-LSTM / nn.LSTM, target <= {ONLSTM_TARGET}")
     for r in rnn:
-        print(f"  {r['shape']:<11} {r['precision']}  LSTM {r['lstm_ms']:7.3f}  ON-LSTM {r['onlstm_ms']:7.3f} "
-              f"({r['onlstm/lstm']:.2f}x, compiled steps: {r['compiled_steps']}, first calls {r['compile_s']:.1f} s)"
-              f"  plain scan {r['onlstm-plain_ms']:7.3f} ({r['onlstm-plain/lstm']:.2f}x)"
-              + (f"  Triton {r['onlstm-triton_ms']:7.3f} ({r['onlstm-triton/lstm']:.2f}x, max |diff| "
+        print(f"  {r['shape']:<11} {r['precision']}  LSTM {shown_ms(r, 'lstm')}  ON-LSTM {shown_ms(r, 'onlstm')} "
+              f"({shown_ratio(r, 'onlstm/lstm')}, compiled steps: {r['compiled_steps']}, first calls "
+              f"{r['compile_s']:.1f} s)  plain scan {shown_ms(r, 'onlstm-plain')} "
+              f"({shown_ratio(r, 'onlstm-plain/lstm')})"
+              + (f"  Triton {r['onlstm-triton_ms']:7.3f} ({shown_ratio(r, 'onlstm-triton/lstm')}, max |diff| "
                  f"{r['triton_max_diff']:.1e}, first calls {r['triton_compile_s']:.1f} s)" if "onlstm-triton_ms" in r
                  else "  (no Triton column: needs CUDA and triton)")
-              + (f"  bf16/fp32: LSTM {r['bf16/fp32 lstm']:.2f} ON-LSTM {r['bf16/fp32 onlstm']:.2f}"
-                 if r["precision"] == "bf16" else ""))
+              + (f"  bf16/fp32: LSTM {shown_ratio(r, 'bf16/fp32 lstm', '')} "
+                 f"ON-LSTM {shown_ratio(r, 'bf16/fp32 onlstm', '')}" if r["precision"] == "bf16" else ""))
     fp32 = [r for r in attention + rnn if r["precision"] == "fp32"]
     summary = {
         "device": name, "torch": torch.__version__, "quick": args.quick, "repeats": args.repeats,
         "warmup": args.warmup, "rows": attention + rnn,
         "targets": {
             "hybrid/transformer <= 1.10 (fp32)": all(r["hybrid/transformer"] <= HYBRID_TARGET
-                                                     for r in fp32 if r["part"] == "attention"),
-            "onlstm/lstm <= 3 (fp32)": all(r["onlstm/lstm"] <= ONLSTM_TARGET for r in fp32 if r["part"] == "rnn"),
+                                                     for r in fp32 if "hybrid/transformer" in r),
+            "onlstm/lstm <= 3 (fp32)": all(r["onlstm/lstm"] <= ONLSTM_TARGET for r in fp32 if "onlstm/lstm" in r),
         },
+        "not_supported": [{"part": r["part"], "shape": r["shape"], "precision": r["precision"], "column": column,
+                           "reason": reason}
+                          for r in attention + rnn for column, reason in r.get("not_supported", {}).items()],
     }
     triton_rows = [r for r in fp32 if "onlstm-triton/lstm" in r]
     if triton_rows:
         summary["targets"]["onlstm-triton/lstm <= 3 (fp32)"] = all(r["onlstm-triton/lstm"] <= ONLSTM_TARGET
                                                                    for r in triton_rows)
     summary["wall_s"] = time.perf_counter() - began
+    for skip in summary["not_supported"]:
+        print(f"skipped: {skip['part']} {skip['shape']} {skip['precision']} {skip['column']}: {skip['reason']}")
     print(f"\ntargets: {summary['targets']}; {summary['wall_s']:.1f} s")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
