@@ -4,44 +4,34 @@ for Self-Attention Networks").
 One energy ``xi = QK^T / sqrt(d_k)`` per head, two distributions from it:
 
 * global: ``a_i = softmax(xi_i)`` over all real keys (:func:`cn3.attention.masked_softmax`);
-* local (eq. 3): ``l_i = softmax(B(xi_i))`` where ``B`` sets ``-inf`` outside ``|i - j| <= m``,
-  computed from the band alone: the ``2m + 1`` energies ``xi_{i, i+o}`` gathered into
-  ``(B, H, N, 2m + 1)`` (:func:`cn3.attention.band_gather`, column ``m + o``) and softmaxed over
-  that axis with a band-shaped key mask (:func:`cn3.attention.local_band`). Masked keys get 0 and
-  a query with no real key in its window all zeros, never NaN.
+* local (eq. 3): ``l_i = softmax(B(xi_i))``, ``B`` setting ``-inf`` outside ``|i - j| <= m``,
+  computed from the band alone: the ``2m + 1`` energies gathered into ``(B, H, N, 2m + 1)``
+  (column ``m + o`` holds key ``i + o``) and softmaxed with a band-shaped key mask
+  (:func:`cn3.attention.local_band`). A query with no real key in its window gets zeros, never NaN.
 
-The window is capped at ``N - 1``: ``window >= N - 1`` is global attention, ``window = 0`` each
-token's own value.
+The window is capped at ``N - 1`` (``window >= N - 1``: global attention; ``0``: each token's value).
 
-Combinations (``mode``):
+Modes:
 
 * ``hybrid`` (eq. 4-5): ``H^_i = (1 - g_i) Att(xi_i, V) + g_i Att(B(xi_i), V)``,
-  ``g_i = sigmoid(W H_i + b)`` per token (and head). As ``g_i`` is a scalar per query row, this is
-  ``Att(w_i, V)`` with ``w_i = (1 - g_i) a_i + g_i l_i``, built in one step by
-  :class:`_HybridWeights`. WHY mix the weights, not the two outputs: one pass over ``N x N`` costs
-  less than the ``2m + 1`` passes over ``(B, H, N, d_k)`` of attending the band while ``N < d_k``
-  (figures: docs/benchmarks.md, "Local distribution from the band").
-* ``local``: the local distribution only (the paper's "local" ablation).
-* ``concat``: both outputs, concatenated per token and projected from ``2 d`` to ``d``.
-  ``local`` and ``concat`` scatter the band into an ``N x N`` matrix of zeros
-  (:func:`cn3.attention.band_scatter`) and attend with one product.
+  ``g_i = sigmoid(W H_i + b)`` per token (and head), computed as ``Att(w_i, V)`` with the mixed
+  weights ``w_i = (1 - g_i) a_i + g_i l_i`` (:class:`_HybridWeights`). WHY mix weights, not outputs:
+  one pass over ``N x N`` costs less than attending the band (``2m + 1`` passes over
+  ``(B, H, N, d_k)``) while ``N < d_k`` (figures: docs/benchmarks.md, "Local distribution from the band").
+* ``local``: the local distribution only (the paper's ablation).
+* ``concat``: both outputs concatenated per token and projected from ``2 d`` to ``d``.
 
-Attention dropout is applied to BOTH distributions (the authors' code skips the local one). In
-``hybrid`` mode they share one mask ``M`` over the ``(B, H, N, N)`` weights
-(:meth:`HybridSelfAttention.dropout_mask`), i.e. dropout of the mixed distribution:
-``Att(drop_M(g l + (1-g) a), V) = g Att(drop_M(l), V) + (1-g) Att(drop_M(a), V)``. ``local``
-drops its band; ``concat`` draws independent masks for its two distributions.
+Attention dropout applies to BOTH distributions (the authors' code skips the local one). In
+``hybrid`` mode one mask ``M`` (:meth:`HybridSelfAttention.dropout_mask`) drops the mixed weights,
+i.e. both distributions alike; ``concat`` draws independent masks.
 
-SDPA path (``hybrid`` mode on CUDA). On a GPU at NMT sizes the layer is bound by kernel launches,
-so eq. 5 is computed as ``lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, each attention one
-``F.scaled_dot_product_attention`` call, the local one with the mask ``band & key``
-(:func:`band_self_masks`). Equal to the weights path up to rounding at every real query; it
-differs only (1) in letting a padded query attend to itself, so no mask row is empty (SDPA
-backends disagree on fully masked rows, and a NaN would reach the next layer through ``0 * NaN``),
-and (2) in drawing one dropout mask per distribution (same expectation). ``need_weights`` always
-takes the weights path. :attr:`HybridSelfAttention.sdpa` chooses: ``"auto"`` (CUDA, unless
-``torch.use_deterministic_algorithms`` is on), ``"always"``, ``"never"``. GPU figures:
-docs/benchmarks.md, "NMT layers on a GPU".
+SDPA path (``hybrid`` on CUDA, where the layer is bound by kernel launches): eq. 5 as
+``lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, each one ``F.scaled_dot_product_attention`` call (the
+local one masked by :func:`band_self_masks`). Equal to the weights path at every real query up to
+rounding; differs only (1) in letting a padded query attend to itself (SDPA backends disagree on
+fully masked rows, and a NaN would spread through ``0 * NaN``) and (2) in drawing one dropout mask
+per distribution. ``need_weights`` takes the weights path. :attr:`HybridSelfAttention.sdpa`:
+``"auto"`` (CUDA, unless ``torch.use_deterministic_algorithms``), ``"always"``, ``"never"``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Posterior tag marginals of a linear-chain CRF (pytorch-crf's ``torchcrf.CRF``) by forward-backward.
 
-pytorch-crf gives the likelihood of a given tag sequence and the Viterbi path, but not how sure the
-model is of each tag. The marginal ``p(y_t = j | x)`` is the total probability of all tag sequences
-that put tag ``j`` at token ``t`` (Lafferty et al., 2001; Sutton & McCallum, 2012, "An Introduction to
-Conditional Random Fields", Sec. 4.1):
+pytorch-crf gives a sequence's likelihood and the Viterbi path, not each tag's marginal
+``p(y_t = j | x)`` (Lafferty et al., 2001; Sutton & McCallum, 2012, Sec. 4.1):
 
     alpha_t(j) = e_t(j) + logsumexp_i [alpha_{t-1}(i) + A(i, j)],   alpha_0(j) = s(j) + e_0(j)
     beta_t(i)  = logsumexp_j [A(i, j) + e_{t+1}(j) + beta_{t+1}(j)], beta_{L-1}(i) = f(i)
     log Z      = logsumexp_j [alpha_{L-1}(j) + f(j)]
     p(y_t = j | x) = exp(alpha_t(j) + beta_t(j) - log Z)
 
-with ``s``, ``f``, ``A`` the CRF's ``start_transitions``, ``end_transitions`` and ``transitions``
-(``A[i, j]``: score of moving from tag ``i`` to tag ``j``), ``e`` the emissions and ``L`` the
-sentence length. Everything stays in log space so long sentences do not underflow.
+``s``, ``f``, ``A``: the CRF's ``start_transitions``, ``end_transitions``, ``transitions`` (``A[i, j]``:
+tag ``i`` to tag ``j``); ``e`` the emissions, ``L`` the sentence length. All in log space.
 """
 
 from __future__ import annotations

@@ -52,10 +52,10 @@ def _check_power_inputs(std: float, n_a: int, n_b: int) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _welch_thresholds(n_a: int, n_b: int, alpha: float, grid: int = 400) -> np.ndarray:
-    """Welch's rejection threshold ``t_{df^, 1 - alpha/2} * S / tau`` for unit-variance scores, on a
-    ``grid x grid`` midpoint grid of the two sample variances' quantiles (each ``chi2(n - 1) / (n - 1)``):
-    ``S = sqrt(va/n_a + vb/n_b)`` is the test's standard error, ``df^`` its Welch-Satterthwaite degrees
-    of freedom from the same variances, ``tau = sqrt(1/n_a + 1/n_b)`` the true one."""
+    """Welch's rejection threshold ``t_{df^, 1 - alpha/2} * S / tau`` for unit-variance scores on a
+    ``grid x grid`` midpoint grid of the sample variances' quantiles (each ``chi2(n - 1) / (n - 1)``):
+    ``S = sqrt(va/n_a + vb/n_b)``, ``df^`` Welch-Satterthwaite's, ``tau = sqrt(1/n_a + 1/n_b)``.
+    """
     from scipy import stats
 
     u = (np.arange(grid) + 0.5) / grid
@@ -127,9 +127,9 @@ def detectable_paired(differences: Sequence[float], *, alpha: float = ALPHA, pow
 
 def _linearized(counts: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Per item, its first-order (delta-method) contribution to ``score(counts.sum(axis=0))``:
-    ``n * grad(score)(S) . x_i`` with ``S`` the summed counts, the gradient by central differences.
-    For a score that is unchanged when every count is scaled (accuracy, span F1, BLEU) they average
-    to 0, and for accuracy they are exactly 100 * (right or not) less the accuracy."""
+    ``n * grad(score)(S) . x_i`` (``S`` the summed counts, gradient by central differences); for
+    accuracy exactly 100 * (right or not) less the accuracy.
+    """
     total = counts.sum(axis=0)
     steps = 1e-4 * np.maximum(np.abs(total), 1.0)
     shifted = np.concatenate([total + np.diag(steps), total - np.diag(steps)])
@@ -140,17 +140,17 @@ def _linearized(counts: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -
 
 
 def item_differences(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Per item, A's minus B's linearized contribution to the score (:func:`_linearized`): for accuracy
-    100 * (A right - B right), for span F1, token accuracy and BLEU their delta-method counterpart, whose
-    standard deviation over sqrt(n) is the standard error of the difference of the corpus scores."""
+    """Per item, A's minus B's linearized contribution (:func:`_linearized`), whose standard deviation
+    over sqrt(n) is the standard error of the difference of the corpus scores.
+    """
     return _linearized(np.asarray(counts_a, dtype=float), score) - _linearized(np.asarray(counts_b, dtype=float), score)
 
 
 def _smooth_bleu(sums: np.ndarray) -> np.ndarray:
     """Corpus BLEU (points) from summed sacreBLEU statistics ``(sys_len, ref_len, correct_1..4,
-    total_1..4)`` along the last axis, as a smooth function of every count: sacreBLEU's own
-    (``BLEU._compute_score_from_stats``) casts the lengths to int, which a numerical gradient cannot
-    differentiate. Equal to sacreBLEU's score when every n-gram order has a match (any corpus)."""
+    total_1..4)`` (last axis), smooth in every count (sacreBLEU's own casts lengths to int, which a
+    numerical gradient cannot differentiate); equal to sacreBLEU's when every order has a match.
+    """
     sys_len, ref_len = sums[..., 0], sums[..., 1]
     log_precision = np.log(sums[..., 2:6] / sums[..., 6:10]).mean(axis=-1)
     brevity = np.where(sys_len < ref_len, 1 - ref_len / sys_len, 0.0)

@@ -9,14 +9,8 @@ name          what                                                         provi
 ``none``      nothing (all ``None``)                                       --
 ============  ===========================================================  ================
 
-Usage::
-
-    ann = make_annotator(default_annotator_name(spec.gold, stanza_dir), gold=spec.gold, stanza_dir=stanza_dir)
-    manifest["annotator"] = {"name": ann.name, "version": ann.version}
-    ann.annotate(sentences, on_progress=lambda n: bar.update(task, completed=n))
-
-Importing this package imports neither spaCy, stanza nor torch; ``make_annotator`` only checks
-that packages/models exist (fast), the models load on the first ``annotate`` call, once per process.
+Importing this package imports neither spaCy, stanza nor torch; :func:`make_annotator` only checks
+that packages/models exist, and the models load on the first ``annotate`` call, once per process.
 """
 
 from __future__ import annotations

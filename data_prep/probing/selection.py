@@ -1,9 +1,8 @@
 """Which sentences a probing task draws on, and how a probing item is made of one.
 
-Every task takes sentences of 5-28 tokens (the range of Conneau et al.'s corpus, see their SentLen
-bins), each distinct token sequence once: a duplicate could land in two splits, or as both O and I.
-An item keeps the raw tokens only; the annotation that decided its label is dropped. Word frequencies
-("corpus frequency", which several tasks filter on) are counted over the whole treebank.
+Sentences of 5-28 tokens (Conneau et al.'s range), each distinct token sequence once (WHY: a
+duplicate could land in two splits, or as both O and I). An item keeps the raw tokens only.
+"Corpus frequency" is counted over the whole treebank.
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def _root(sentence: Sentence) -> int:
 # --- Tense, SubjNum, ObjNum -----------------------------------------------------------------------
 
 def main_verb(sentence: Sentence) -> int | None:
-    """0-based position of the main-clause verb: the root, or its copula when it has one (UD makes the
-    predicate of "she is happy" the root: "happy", with "is" as its ``cop`` dependent)."""
+    """0-based position of the main-clause verb: the root, or its ``cop`` dependent when it has one (UD
+    makes "happy" the root of "she is happy").
+    """
     root = _root(sentence)
     cop = [i for i in _children(sentence, root) if sentence.deprels[i] == "cop"]
     return cop[0] if cop else root
@@ -91,16 +92,17 @@ def _lexical_task(treebank: Sequence[Example], seed: int, task: str,
 
 def probe_tense(treebank: Sequence[Example], seed: int) -> dict[str, list[Example]]:
     """Tense (Conneau et al., 2018): is the main-clause verb past (VBD: ``PAST``) or present (VBP, VBZ:
-    ``PRES``)? Each verb form occurs in one split only. Deviations: the main verb is read off the
-    gold UD tree (:func:`main_verb`, the copula for copular clauses); forms of corpus frequency
-    3-1,000 (:data:`TARGET_FREQ`) instead of 100-5,000."""
+    ``PRES``)? Each verb form occurs in one split only. Deviations: the main verb comes from the gold
+    UD tree (:func:`main_verb`); forms of corpus frequency in :data:`TARGET_FREQ` instead of 100-5,000.
+    """
     return _lexical_task(treebank, seed, "tense", tense)
 
 
 def probe_subjnum(treebank: Sequence[Example], seed: int) -> dict[str, list[Example]]:
-    """SubjNum (Conneau et al., 2018): is the subject of the main clause singular (``NN``) or plural
-    (``NNS``)? Common nouns only; each noun form occurs in one split only. Deviations: the subject is
-    the root's ``nsubj`` or ``nsubj:pass`` in the gold UD tree; forms of corpus frequency 3-1,000."""
+    """SubjNum (Conneau et al., 2018): is the main clause's subject (the root's ``nsubj``/``nsubj:pass``
+    in the gold tree) singular (``NN``) or plural (``NNS``)? Common nouns only, each form in one split;
+    forms of corpus frequency in :data:`TARGET_FREQ`.
+    """
     return _lexical_task(treebank, seed, "subjnum", subject_number)
 
 
@@ -151,16 +153,13 @@ def odd_man_out(sentence: Sentence, counts: Counter, vocab: dict[tuple[str, int]
 
 
 def probe_somo(treebank: Sequence[Example], seed: int) -> dict[str, list[Example]]:
-    """SOMO, semantic odd man out (Conneau et al., 2018): was one noun or verb replaced by another of
-    the same part of speech (``C``), or is the sentence as written (``O``)?
+    """SOMO, semantic odd man out (Conneau et al., 2018): was one noun or verb replaced by another of the
+    same part of speech (``C``), or is the sentence as written (``O``)?
 
-    As Conneau et al.: half of the sentences are changed, no sentence occurs in both versions, and
-    each replacement word is used in one split only (the candidate words are divided among the
-    splits ~80/10/10, and a sentence of a split draws from that split's share). Deviations: the
-    replacement matches the original's PTB tag and log2 frequency band in EWT (:func:`odd_man_out`)
-    instead of the frequencies of the bigrams it forms with its neighbours (EWT is too small for
-    bigram counts: most bigrams occur once); words of frequency 5-100 instead of 40-400. Both classes
-    are drawn from the sentences that have a replaceable word, so O is not "a sentence without one".
+    As Conneau et al.: half of the sentences changed, none in both versions, each replacement word used
+    in one split only. Deviations: the replacement matches the original's PTB tag and log2 frequency
+    band (:func:`odd_man_out`), not bigram frequencies (EWT is too small for them); words of frequency
+    in :data:`SOMO_FREQ` instead of 40-400. Both classes come from sentences that have a replaceable word.
     """
     rng = random.Random(f"{seed}:somo")
     counts = corpus_counts(treebank)
@@ -219,12 +218,10 @@ def _subtree(sentence: Sentence, word: int) -> list[int]:
 
 
 def coordination(sentence: Sentence) -> Coordination | None:
-    """The two coordinated main clauses of a sentence, or ``None`` when it has not exactly that shape.
-
-    Conneau et al.: the sentence has one coordinating conjunction (CC) only, and it coordinates two
-    top clauses. In UD: the root and its only ``conj`` dependent both have a subject, the ``cc``
-    (the sentence's one CC) hangs on that conjunct, whose words are contiguous and followed by
-    punctuation only.
+    """The two coordinated main clauses of a sentence, or ``None`` when it has not exactly that shape
+    (Conneau et al.: one CC only, coordinating two top clauses). In UD: the root and its only ``conj``
+    both have a subject, the sentence's one ``cc`` hangs on that conjunct, whose words are contiguous
+    and followed by punctuation only.
     """
     if sum(x == "CC" for x in sentence.xpos) != 1:
         return None
@@ -269,14 +266,12 @@ def _longer(parts: Coordination) -> str:
 
 def probe_coordinv(treebank: Sequence[Example], seed: int) -> dict[str, list[Example]]:
     """CoordInv, coordination inversion (Conneau et al., 2018): were the two coordinated main clauses
-    swapped (``I``: "there was something to consider but he might be a prince") or not (``O``)?
+    swapped (``I``) or not (``O``)?
 
     As Conneau et al.: one CC per sentence, coordinating two main clauses (:func:`coordination`); no
-    sentence in both versions; as many O as I sentences whose first clause is the longer, whose
-    second is, and whose clauses are equally long (``meta["longer"]``, as presented), so clause
-    length gives nothing away. The split is stratified by class and that length relation.
-    Deviations: the clauses come from gold UD trees; the swapped sentence is recased (a capital
-    moves to the new first word), which Conneau et al. do not describe.
+    sentence in both versions; O and I balanced within each clause-length relation (``meta["longer"]``),
+    so length gives nothing away; split stratified by class and that relation. Deviations: gold UD
+    trees; the swapped sentence is recased.
     """
     rng = random.Random(f"{seed}:coordinv")
     by_relation: dict[str, list[tuple[Example, Coordination]]] = defaultdict(list)

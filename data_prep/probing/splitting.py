@@ -64,13 +64,10 @@ def balanced_split(examples: Sequence[Example], seed: int, task: str) -> dict[st
 
 
 def lexical_split(examples: Sequence[Example], seed: int, task: str) -> dict[str, list[Example]]:
-    """Split so that every target form (``meta["target"]``) occurs in one split only, then balance
-    each split (Conneau et al.: "a verb form can only occur in one of the partitions").
-
-    Forms are placed from the most frequent down (ties in seeded order), each into the split with the
-    most room left for its (majority) class, room being the split's share of the class
-    (:data:`SPLIT_FRACTIONS`): the frequent forms fill train, and dev and test get many rarer forms
-    rather than one or two frequent ones.
+    """Split so that every target form (``meta["target"]``) occurs in one split only, then balance each
+    split (Conneau et al.). Forms are placed from the most frequent down (ties seeded), each into the
+    split with the most room left for its class, so dev and test get many rarer forms rather than one
+    or two frequent ones.
     """
     rng = random.Random(f"{seed}:{task}")
     by_form: dict[str, list[Example]] = defaultdict(list)

@@ -38,14 +38,10 @@ def probe_sentlen(treebank: Sequence[Example], seed: int) -> dict[str, list[Exam
 
 def wc_targets(sentences: Sequence[Sequence[str]], counts: Counter, start: int = WC_START,
                n_words: int = WC_WORDS, min_sentences: int = WC_MIN_SENTENCES) -> list[str]:
-    """The WC target words: by descending frequency in ``counts`` (ties alphabetical), from rank
-    ``start + 1`` on, the first ``n_words`` alphabetic words of at least 4 characters (Conneau et al.'s
-    noise filter) that are the one target (:func:`word_content`) of ``min_sentences`` or more of
-    ``sentences``.
-
-    A word falls out when too few sentences hold it alone (e.g. two words that always occur together)
-    and the next in rank takes its place, until every target has enough sentences; removing targets
-    only adds sentences to the others, so the loop ends.
+    """The WC target words: by descending frequency in ``counts`` (ties alphabetical) from rank
+    ``start + 1``, the first ``n_words`` alphabetic words of 4 characters or more that are the one target
+    (:func:`word_content`) of ``min_sentences`` or more ``sentences``. A word with too few sentences
+    falls out and the next in rank takes its place, until every target has enough.
     """
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     once = Counter(w for tokens in sentences for w, k in Counter(t.lower() for t in tokens).items() if k == 1)
@@ -70,10 +66,8 @@ def word_content(tokens: Sequence[str], targets: frozenset[str]) -> str | None:
 
 def probe_wc(treebank: Sequence[Example], seed: int) -> dict[str, list[Example]]:
     """WC, word content (Conneau et al., 2018): which of the target words the sentence contains.
-
-    Deviation: 100 target words from frequency rank 201 of pooled EWT on, each the one target of at
-    least 25 sentences (:func:`wc_targets`), instead of 1,000 from rank 2,001 of the BookCorpus: ~25
-    sentences per word instead of 120 (EWT has ~11k sentences of 5-28 tokens).
+    Deviation: 100 targets from rank 201 of pooled EWT, each the one target of 25 sentences or more
+    (:func:`wc_targets`), instead of 1,000 from rank 2,001 of the BookCorpus.
     """
     pool = eligible(treebank)
     targets = frozenset(wc_targets([ex.sentences[0].tokens for ex in pool], corpus_counts(treebank)))

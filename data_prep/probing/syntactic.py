@@ -69,11 +69,11 @@ def tree_depth(tree: Tree) -> int:
 
 
 def probe_treedepth(trees: Sequence[ParsedSentence], seed: int) -> dict[str, list[Example]]:
-    """TreeDepth (Conneau et al., 2018): the depth of the sentence's constituency tree
-    (:func:`tree_depth`), classes 5-12 as theirs. Deviations: gold PTB trees (traces removed) instead
-    of parser output, and depth is not decorrelated from length (Conneau et al. sample sentences to a
-    bivariate Gaussian of length and depth with diagonal covariance; the WSJ sample is too small), so
-    a length-only classifier beats chance here: ``meta["length"]`` lets ``cn3 evaluate --by`` check."""
+    """TreeDepth (Conneau et al., 2018): the depth of the sentence's constituency tree (:func:`tree_depth`),
+    classes 5-12. Deviations: gold PTB trees (traces removed); depth is not decorrelated from length
+    (the WSJ sample is too small for Conneau et al.'s sampling), so a length-only classifier beats
+    chance: ``meta["length"]`` lets ``cn3 evaluate --by`` check.
+    """
     items = []
     for item, tokens in eligible_trees(trees):
         depth = tree_depth(item.tree)
@@ -93,12 +93,11 @@ def top_constituents(tree: Tree) -> str:
 def probe_topconst(trees: Sequence[ParsedSentence], seed: int,
                    n_classes: int = TOPCONST_CLASSES) -> dict[str, list[Example]]:
     """TopConst (Conneau et al., 2018): the sequence of constituents right below the sentence node
-    (:func:`top_constituents`), the ``n_classes`` commonest sequences and ``OTHER``.
+    (:func:`top_constituents`): the ``n_classes`` commonest sequences and ``OTHER``.
 
-    As Conneau et al., sequences with quotes or not ending in ``.`` are left out (of OTHER too).
-    Deviations: 5 sequences + OTHER instead of 19 + OTHER (the WSJ sample has only 5 with 80 or more
-    sentences); sequences with sentence-internal commas and colons are kept (Conneau et al. drop them,
-    which would leave 3 classes of WSJ's comma-rich sentences); gold PTB trees.
+    As Conneau et al., sequences with quotes or not ending in ``.`` are left out. Deviations: 5
+    sequences + OTHER instead of 19 + OTHER (the WSJ sample has 5 with 80 or more sentences); sequences
+    with sentence-internal commas and colons are kept (dropping them would leave 3 classes); gold trees.
     """
     found = []
     for item, tokens in eligible_trees(trees):
