@@ -1,19 +1,15 @@
 """Scores per group of items (``cn3 evaluate --by FIELD``): where in the data a model is right or wrong.
 
-One overall score hides the question most evaluations are about, e.g. whether a model trained on
-logic formulas with at most 6 operators still infers the relation of formulas with 7-12 (Bowman et
-al., 2015; Shen et al., ICLR 2019). Items are grouped by a field of their record (the sidecar
-record of a prepared split, :meth:`data_prep.store.GraphDataset.record`, or :func:`example_record`
-of an example read from a file):
+E.g. does a model trained on logic formulas with at most 6 operators still infer the relation of
+formulas with 7-12 (Bowman et al., 2015; Shen et al., ICLR 2019)? Items are grouped by a field of
+their record (:meth:`data_prep.store.GraphDataset.record`, or :func:`example_record`):
 
-* a key of the item's ``meta``, exactly as the reader set it (``n_ops`` for logic, ``fold`` for
-  the cross-validation tasks ...); items without that key form the group ``(none)``;
-* ``length``: tokens of the first sentence (the premise of a pair), in bins of :data:`LENGTH_BIN`
-  (``1-10``, ``11-20``, ...);
+* a key of the item's ``meta`` (``n_ops`` for logic, ``fold`` ...); items without it form ``(none)``;
+* ``length``: tokens of the first sentence, in bins of :data:`LENGTH_BIN` (``1-10``, ``11-20``, ...);
 * ``source``: the file the item was read from.
 
-Each group is scored with the task's own metric (:func:`cn3.metrics.score`). Groups whose value no
-training item has are marked "unseen in training" when the training values are given.
+Each group is scored with the task's metric (:func:`cn3.metrics.score`); given the training values,
+groups that no training item has are marked "unseen in training".
 """
 
 from __future__ import annotations
@@ -129,9 +125,9 @@ def grouped_scores(keys: list, gold: list, pred: list, level: str, tag_scheme: s
 
 
 def plot_groups(groups: list[Group], out: str | Path, field: str, metric: str, title: str) -> Path:
-    """Draw the score of every group (one point each, in table order) and write the figure to ``out``
-    (format from the extension) atomically. Groups unseen in training get their own marker and
-    colour, so a length-generalisation gap is visible at a glance. Returns ``out``."""
+    """Draw every group's score (in table order), unseen groups with their own marker and colour, and
+    write the figure to ``out`` (format from the extension) atomically. Returns ``out``.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

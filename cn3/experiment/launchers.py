@@ -1,15 +1,13 @@
 """What starts a grid's cells: processes on this machine, Ray tasks, or Slurm jobs through submitit.
 
-Every launcher runs the same function, :func:`cn3.experiment.cell.run_cell`, so a cell's run
-directory is the same whoever trained it, and the runner (:mod:`cn3.experiment.runner`) keeps
-everything else: which cells are done, interrupted, failed or reusable, ``grid.json``, the progress
-table. A launcher only starts a cell (:meth:`Launcher.start`), says which have ended and with what exit
-code (:meth:`Launcher.finished`), and stops them so that they save ``latest.pt`` (:meth:`Launcher.stop`).
+Every launcher runs :func:`cn3.experiment.cell.run_cell`, so a cell's run directory is the same
+whoever trained it; the runner (:mod:`cn3.experiment.runner`) keeps everything else. A launcher only
+starts a cell (:meth:`Launcher.start`), reports which have ended with what exit code
+(:meth:`Launcher.finished`), and stops them so that they save ``latest.pt`` (:meth:`Launcher.stop`).
 
-Ray and submitit are optional (``pip install 'cn3[ray]'``, ``'cn3[slurm]'``); a launcher that needs a
-missing one says which extra to install. Both run cells on other machines, so the grid's ``--out``, the
-data (``CN3_DATA``, prepared directories) and cn3 itself must be the same paths on every worker: a
-shared file system.
+Ray and submitit are optional extras (``cn3[ray]``, ``cn3[slurm]``); both run cells on other
+machines, so ``--out``, the data (``CN3_DATA``) and cn3 itself must be at the same paths on every
+worker (a shared file system).
 """
 
 from __future__ import annotations
@@ -158,11 +156,10 @@ class RayLauncher(Launcher):
     """Each cell a Ray task with ``cpus`` CPUs and ``gpus`` GPUs (a fraction shares a GPU), in a fresh
     worker process (``max_calls=1``: a cell's threads, CUDA memory and log redirection end with it).
 
-    Connects to ``address`` (else ``$RAY_ADDRESS``, else starts a Ray on this machine for the grid and
-    stops it after); a Ray this process already started (``ray.init``) is used as it is. A task whose
-    worker dies is not retried (``max_retries=0``): the cell is reported failed, and running the grid
-    again continues it from ``latest.pt``. The workers get this process's ``CN3_*`` variables
-    (``CN3_DATA``: the data root), as a Slurm job inherits the environment it was submitted from.
+    Connects to ``address`` (else ``$RAY_ADDRESS``, else a Ray started for the grid and stopped after;
+    one this process already started is used as is). A task whose worker dies is not retried: the cell
+    is reported failed and continues from ``latest.pt`` next time. Workers get this process's ``CN3_*``
+    variables.
     """
 
     name = "ray"
@@ -235,10 +232,10 @@ def _as_sigterm(signum, frame):
 
 
 def _slurm_cell(cell: Cell, threads: int, workdir: str, gpus: int) -> int:
-    """A cell as a Slurm job. Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it allocated; a job that asked
-    for none may still see its node's GPUs, so it is shown none. submitit's warning signal (SIGUSR2,
-    before the time limit or at preemption) stops training as SIGTERM does, so the cell saves latest.pt
-    and continues when the grid is run again, instead of submitit ending it mid-step."""
+    """A cell as a Slurm job: a job that asked for no GPU is shown none (it may see its node's), and
+    submitit's warning signal (SIGUSR2, before the time limit or at preemption) stops training as
+    SIGTERM does, so the cell saves latest.pt instead of being ended mid-step.
+    """
     if not gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     signal.signal(signal.SIGUSR2, _as_sigterm)

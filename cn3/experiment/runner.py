@@ -2,29 +2,21 @@
 
 A cell's state lives in its run directory, so the grid can be stopped at any moment and run again:
 
-* ``results.json`` present: **done**, skipped (its config must still be the one the spec gives);
-* ``latest.pt`` without results: **interrupted**, continued with ``--resume`` (exact, see
-  :mod:`cn3.loop`);
-* ``cell.failed`` (exit code and the last lines of the log): **failed** last time, tried again;
-* nothing: **queued**; or, if a finished run anywhere under ``--out`` has the cell's very config
-  (seed included), **reused**: that run is adopted instead of trained again (:mod:`cn3.experiment.reuse`;
-  ``reuse=False`` turns it off);
-* in a tuned grid, its task and variant not tuned yet: **waiting** (its config is not known); the
-  runner trains the tuning cells, then the cells that tuning has resolved (:func:`run_spec`);
-* its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, being
-  trained by another process (e.g. a second ``experiment run`` of the same grid with another
-  ``--only``), left to it. So two runners can share a grid; each trains only what nobody else is.
+* ``results.json``: **done**, skipped (its config must still be the one the spec gives);
+* ``latest.pt`` without results: **interrupted**, continued with ``--resume``;
+* ``cell.failed`` (exit code and the log's last lines): **failed** last time, tried again;
+* nothing: **queued**, or **reused** when a finished run under ``--out`` has the cell's very config
+  (:mod:`cn3.experiment.reuse`; ``reuse=False`` turns it off);
+* in a tuned grid, its task and variant not tuned yet: **waiting** (:func:`run_spec`);
+* its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, left
+  to the process training it, so two runners (e.g. with different ``--only``) can share a grid.
 
-A cell that finishes (or is adopted) has the gold of its predictions moved into ``<grid>/gold/``, one
-file per split for every cell (:func:`compact`): a grid's records do not repeat it.
+A finished (or adopted) cell's gold moves into ``<grid>/gold/``, once per split (:func:`compact`).
 
-A launcher (:mod:`cn3.experiment.launchers`) starts each cell, :func:`cn3.experiment.cell.run_cell`
-(what ``cn3 train ...`` or ``cn3 nmt train ...`` would do), its output in ``RUN/experiment.log``: by
-default as a process on this machine with ``train.num_threads`` = the cores divided by ``--jobs``, or as
-a Ray task or Slurm job with the CPUs and GPUs asked for. The states above are read from the run
-directories whatever launched the cells, so a grid may be started with one launcher and finished with
-another. Ctrl-C or SIGTERM stops the grid: the running cells are stopped the way their launcher can
-(SIGTERM, a cancelled task or job), which the training loop turns into a saved ``latest.pt``.
+A launcher (:mod:`cn3.experiment.launchers`) starts each cell's :func:`cn3.experiment.cell.run_cell`,
+its output in ``RUN/experiment.log``; locally with ``train.num_threads`` = cores / ``--jobs``. States
+are read from the run directories, so a grid started with one launcher may be finished with another.
+Ctrl-C or SIGTERM stops the running cells the way their launcher can, saving ``latest.pt``.
 """
 
 from __future__ import annotations
@@ -219,13 +211,10 @@ def compact(cell: Cell, adopted_from: Path | None = None) -> None:
 
 def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, threads: int | None = None,
              reuse: bool = True, launcher: Launcher | None = None) -> list[CellState]:
-    """Train every cell that is not done, ``jobs`` at a time (``None``: every cell at once, for a
-    launcher whose engine queues them); returns the final states. With ``reuse``, a queued cell that a
-    finished run under the same ``--out`` already is gets adopted, not trained. ``launcher``: what
-    starts the cells (default :class:`LocalLauncher`, processes on this machine); the caller closes it.
-
-    Keeps ``<grid>/grid.json`` (spec path, cells, states, this invocation's wall time) up to date as
-    cells start and finish, so the record survives a runner that is killed outright.
+    """Train every cell that is not done, ``jobs`` at a time (``None``: all at once, for a launcher whose
+    engine queues them); returns the final states. ``reuse``: adopt a queued cell's finished twin
+    instead of training it. ``launcher``: default :class:`LocalLauncher`; the caller closes it.
+    ``<grid>/grid.json`` is kept up to date as cells start and finish.
     """
     from rich.live import Live
 
@@ -325,18 +314,14 @@ def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: i
 
 def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState], started: float, jobs: int | None,
                 threads: int, invocation: str, launcher: str = "local", device: str | None = None) -> None:
-    """``<grid>/grid.json``: the spec, every cell's last state (and the worker it ran on), and one entry
-    per ``run`` invocation (its wall time so far, launcher, jobs, threads, how many cells it trained
-    and ``device``, for the local launcher the device its cells' ``--device auto`` takes: the GPU's
-    name or ``cpu``), so the report can state the grid's wall time however many times it was stopped and
-    continued, and on what.
+    """``<grid>/grid.json``: the spec, every cell's last state (and worker), and one entry per ``run``
+    invocation (wall time so far, launcher, jobs, threads, cells trained, ``device``), so the report can
+    state the grid's wall time however often it was stopped and continued.
 
-    Several runners may share a grid (each trains what nobody else is): each updates its own
-    invocation (by ``invocation``, pid and start) and the cells it knows, under a lock, and leaves the
-    others' alone. A cell done before this run keeps the entry (and time) of the run that trained it,
-    or gets its time from its results.json.
-    The run directories stay the truth; this is their record (a killed runner's cells may still read
-    "running" here until the grid is run again).
+    Runners sharing a grid each update their own invocation (by ``invocation``, pid and start) and the
+    cells they know, under a lock. A cell done before this run keeps its entry, or takes its time from
+    results.json. The run directories stay the truth (a killed runner's cells may read "running" here
+    until the grid is run again).
     """
     if not cells:
         return
@@ -378,8 +363,8 @@ def _write_grid(spec: ExperimentSpec, cells: list[Cell], states: list[CellState]
 
 def _local_device() -> str:
     """What ``--device auto`` gives a cell on this machine (a cluster's workers may differ: not recorded).
-    Naming the GPU opens a CUDA context in the runner; its cells are separate processes (exec'd, not
-    forked from it), so they are not affected."""
+    Opening a CUDA context here does not affect the cells, which are exec'd processes.
+    """
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
 
 

@@ -1,8 +1,8 @@
 """Reading a grid's cells: finished runs' scores per task (:class:`TaskColumn`), their predictions per
-group of items (:class:`GroupedColumn`), the tuning choices, the hybrid gates, the reused cells and the
-grid's wall time. Results and predictions are read through :mod:`cn3.run_dir`; for ``--by``, the data
-section of a run's ``config.yaml`` names the prepared dataset whose items are grouped (found, never
-prepared). Nothing is tested or rendered here."""
+group of items (:class:`GroupedColumn`), the tuning choices, the hybrid gates, the reused cells and
+the grid's wall time, through :mod:`cn3.run_dir`. For ``--by``, a run's ``config.yaml`` names the
+prepared dataset whose items are grouped (found, never prepared).
+"""
 
 from __future__ import annotations
 
@@ -167,9 +167,9 @@ def reused_cells(cells: list[Cell]) -> dict[str, str]:
 
 
 def grid_wall_seconds(invocations: list[dict]) -> float:
-    """The time during which at least one ``run`` of the grid was running: the union of the
-    invocations' intervals, so two runs with disjoint ``--only`` side by side count once, and a grid
-    continued over several sessions counts only the time it ran."""
+    """The time during which at least one ``run`` of the grid was running: the union of the invocations'
+    intervals (side-by-side runners count once, pauses between sessions not at all).
+    """
     spans = sorted((start := datetime.datetime.fromisoformat(i["started"]).timestamp(), start + i["wall_seconds"])
                    for i in invocations)
     total, end = 0.0, float("-inf")
