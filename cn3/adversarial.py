@@ -1,16 +1,14 @@
 """Adversarial training on the word embeddings (Miyato et al., 2017), ``train.adversarial``.
 
-Every update adds a second loss on the same batch, with each sentence's word vectors ``e`` moved a
-little in the direction that raises the loss most (to first order):
+Every update adds a second loss on the same batch, each sentence's word vectors ``e`` moved in the
+direction that raises the loss most (to first order):
 
     g     = d L(e) / d e                                  (from the clean loss's backward pass)
     r_adv = eps * ||e|| * g / ||g||                       (norms per sentence, over its real words)
     loss  = L(e) + L(e + r_adv)
 
-Miyato et al. normalise the embeddings so that a perturbation of fixed size cannot be outgrown by
-making the vectors longer; scaling ``r_adv`` by the sentence's own embedding norm ``||e||`` does the
-same without changing the model, so ``eps`` is relative (0.05 = 5% of that norm). The cost is a second
-forward and backward pass per update.
+Scaling by ``||e||`` replaces Miyato et al.'s embedding normalisation (a fixed-size perturbation
+could be outgrown by longer vectors) without changing the model: ``eps`` is relative (0.05 = 5%).
 """
 
 from __future__ import annotations

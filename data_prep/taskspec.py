@@ -59,30 +59,26 @@ class TaskSpec:
         name: registry key (``snli``, ``trec`` ...).
         level: ``node`` (tagging), ``graph`` (one sentence -> class) or ``pair`` (two sentences -> class).
         description: one line for ``cn3 tasks`` and the summary.
-        files: the files read, relative to the data root (hashed into the manifest). For ``custom``
-            these come from ``TaskOptions.files`` instead.
-        load: ``load(data_root, options) -> {"train": [...], "dev": [...], "test": [...]}``; a split
-            may be missing (e.g. SNLI has no test here). Raises ``DataError`` on bad input.
-        labels: the fixed label (or tag) inventory, when the task defines one; ``None`` = from train.
+        files: the files read, relative to the data root (hashed into the manifest); ``custom``:
+            ``TaskOptions.files``.
+        load: ``load(data_root, options) -> {"train": [...], "dev": [...], "test": [...]}`` (a split may
+            be missing); raises ``DataError`` on bad input.
+        labels: the fixed label (or tag) inventory; ``None`` = from train.
         gold: which annotations the files carry: a subset of ``{"pos", "deps"}``.
-        label_is_pos: the labels are POS tags, so POS must never be an input attribute (it would leak).
-        tag_scheme: node level chunk/NER tasks: the scheme of the tags in ``Example`` (after conversion).
-        max_len: default truncation in tokens (long documents, e.g. IMDB); ``None`` = no limit.
-        cv: the task has no official split: ``options.fold`` selects the test fold.
-        notes: caveats shown in the summary (e.g. "dev = last 1,000 train sentences").
-        config: the stem of the tuned run config in ``cn3/configs`` (``None`` = the task's name;
-            the probing tasks share ``probe``).
-        annotator: the default annotator when the generic rule does not fit (``none`` for the
-            logic formulas, which no English parser can analyse); ``None`` = the generic rule.
-        read_file: ``read_file(path, options) -> examples``: one file in the task's format (how
-            ``cn3 evaluate --file`` scores a held-out test set); ``None`` when the task has none.
-        tokenize_text: ``tokenize_text(raw) -> tokens``: raw text (``cn3 predict``, ``visualize``)
-            split as the task's files are, so that a model meets the tokens it was trained on.
-        text_heads: ``text_heads(raw) -> heads`` (1-based, 0 = root) of those tokens, for a task whose
-            raw text carries its own tree (the logic formulas' brackets), so new text gets the gold
-            trees the run was trained on instead of a parser's stand-in; raises ``ValueError``.
-        reader_version: raised when the reader changes what it makes of the same files (logic 2:
-            brackets became tokens), so a dataset prepared by the older reader is prepared again.
+        label_is_pos: the labels are POS tags, so POS is never an input attribute (it would leak).
+        tag_scheme: node level chunk/NER tasks: the scheme of the tags in ``Example``.
+        max_len: default truncation in tokens; ``None`` = no limit.
+        cv: no official split: ``options.fold`` selects the test fold.
+        notes: caveats shown in the summary.
+        config: the stem of the tuned run config in ``cn3/configs`` (``None`` = the task's name).
+        annotator: the default annotator where the generic rule does not fit; ``None`` = the rule.
+        read_file: ``read_file(path, options) -> examples``: one file in the task's format
+            (``cn3 evaluate --file``); ``None`` when the task has none.
+        tokenize_text: ``tokenize_text(raw) -> tokens``: raw text split as the task's files are.
+        text_heads: ``text_heads(raw) -> heads`` (1-based, 0 = root), for a task whose raw text carries
+            its own tree (the logic formulas' brackets); raises ``ValueError``.
+        reader_version: raised when the reader changes what it makes of the same files, so datasets
+            prepared by the older reader are prepared again.
     """
 
     name: str

@@ -60,17 +60,9 @@ def _block_tanh(buffer: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | 
 
 
 class BlockwiseAdditiveAttention(torch.autograd.Function):
-    """``h~_i = sum_k alpha_ik v_k`` with ``alpha_ik = softmax_k(u^T tanh(q_i + k_k [+ E[t_ik]]))``.
-
-    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, block_rows)``:
-
-    - query ``(B, Nq, e)``, key ``(B, Nk, e)``, u ``(e,)``: differentiable
-    - edge_vecs ``(T, e)`` (differentiable) and edge_type ``(B, Nq, Nk)`` long, or both None
-    - values ``(B, Nk, d)``: differentiable
-    - key_mask ``(B, Nk)``, query_mask ``(B, Nq)``: bool or None (see ``masked_softmax``)
-    - block_rows: query rows per block
-
-    Returns ``context (B, Nq, d)`` and ``weights (B, Nq, Nk)``, the latter not differentiable.
+    """The autograd Function behind :func:`additive_attention` (same tensors, positional):
+    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, block_rows)`` ->
+    ``context (B, Nq, d)`` and ``weights (B, Nq, Nk)`` (not differentiable).
     """
 
     @staticmethod

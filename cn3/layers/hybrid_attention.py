@@ -129,16 +129,14 @@ class HybridSelfAttention(MultiHeadAttention):
     Args:
         window: ``m``: key ``j`` is local to query ``i`` when ``|i - j| <= m``.
         mode: ``hybrid`` (gated), ``local`` or ``concat``.
-        gate_per_head: ``W`` maps ``d -> heads`` (each head mixes on its own) instead of ``d -> 1``.
+        gate_per_head: ``W`` maps ``d -> heads`` instead of ``d -> 1``.
 
     Raises:
         ValueError: ``window < 0`` or an unknown ``mode``.
 
-    ``forward`` returns ``(out, info)``; for ``hybrid`` ``info["gate"]`` is ``g (B, G, N)``
-    (``G`` = heads or 1), the weight of the LOCAL distribution.
-
-    ``sdpa`` (class attribute, settable per instance): ``"auto"`` | ``"always"`` | ``"never"``, when
-    ``hybrid`` mode takes the SDPA path.
+    ``forward`` returns ``(out, info)``; in ``hybrid`` mode ``info["gate"]`` is ``g (B, G, N)``
+    (``G`` = heads or 1), the weight of the LOCAL distribution. ``sdpa`` (class attribute, settable
+    per instance): when ``hybrid`` mode takes the SDPA path.
     """
 
     sdpa: Literal["auto", "always", "never"] = "auto"

