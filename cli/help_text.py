@@ -1,9 +1,6 @@
-"""Command help from the docstrings, with prose paragraphs unwrapped.
-
-Typer keeps the single line breaks inside the later paragraphs of a docstring, so a docstring wrapped at
-110 columns prints ragged in an 80-column terminal. Here each prose paragraph becomes one line, which
-rich wraps to the terminal; a paragraph with an indented line (an example command) or a list item keeps
-its lines.
+"""Command help from the docstrings, with prose paragraphs unwrapped: Typer keeps a docstring's line
+breaks, which print ragged in a narrow terminal. A paragraph with an indented line (an example) or
+a list item keeps its lines.
 """
 
 from __future__ import annotations

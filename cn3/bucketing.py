@@ -20,19 +20,18 @@ def epoch_seed(seed: int, epoch: int) -> int:
 
 def bucketed_batches(lengths: list[int], batch_size: int, shuffle: bool, seed: int = 0,
                      max_tokens: int | None = None, pool: int = 50) -> list[list[int]]:
-    """Batches of item indices grouping similar lengths (less padding, faster dense layers).
+    """Batches of item indices grouping similar lengths (less padding).
 
-    Items are shuffled (with ``seed``), cut into pools of ``pool * batch_size``, sorted by length
-    inside a pool (ties keep their shuffled order) and split into batches; the batch order is
-    shuffled again. The result depends only on the arguments, which is what exact resume relies on.
+    Items are shuffled (``seed``), cut into pools of ``pool * batch_size``, sorted by length inside a
+    pool (stable) and split into batches, whose order is shuffled again. A pure function of the
+    arguments, which exact resume relies on.
 
     Args:
         lengths: each item's length (its longest side).
         batch_size: most rows per batch (0 = no limit: ``max_tokens`` alone cuts).
         shuffle: ``False`` gives the sorted order used for evaluation.
-        max_tokens: cap on ``batch rows * longest item`` (long items get smaller batches).
-        pool: pools of ``pool * batch_size`` items are sorted separately (0, or ``batch_size`` 0:
-            one pool, the whole data sorted, as translation batches by tokens).
+        max_tokens: cap on ``batch rows * longest item``.
+        pool: see above; 0 (or ``batch_size`` 0): one pool, the whole data sorted.
     """
     if not batch_size and not max_tokens:
         raise ValueError("bucketed_batches needs batch_size or max_tokens")

@@ -1,16 +1,14 @@
 """Chunk/NER tag schemes: validation, spans and conversion between IOB1, IOB2 and BIOES.
 
-A tag is ``O`` or ``PREFIX-TYPE``. The schemes differ in how a span of one ``TYPE`` is written:
+A tag is ``O`` or ``PREFIX-TYPE``:
 
-* ``IOB1`` (CoNLL-2003 files): ``I-X`` inside; ``B-X`` only on the first token of a span that directly
-  follows another span of the same type. A ``B-X`` after ``O`` or another type breaks that convention
-  (eng.train has two); it is unambiguous, so it is accepted unless ``strict=True``.
-* ``IOB2`` (CoNLL-2000 files): ``B-X`` starts every span, ``I-X`` continues it and must follow ``B-X``/``I-X``.
+* ``IOB1`` (CoNLL-2003): ``I-X`` inside; ``B-X`` only to start a span right after another of type
+  ``X``. A ``B-X`` elsewhere (eng.train has two) is unambiguous, so accepted unless ``strict=True``.
+* ``IOB2`` (CoNLL-2000): ``B-X`` starts every span, ``I-X`` continues it.
 * ``BIOES``: ``S-X`` single-token span; ``B-X`` (``I-X``)* ``E-X`` longer spans.
 
-Spans are ``(type, start, end)`` with ``end`` exclusive. Every problem raises :class:`TagSchemeError`
-(a :class:`DataError`) carrying ``index``, the 0-based position of the offending tag; readers re-raise
-it with the file and line of that token.
+Spans are ``(type, start, end)``, ``end`` exclusive. Problems raise :class:`TagSchemeError` (a
+:class:`DataError`) with ``index``, the offending tag's position, for readers to name file and line.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Parallel text: reading line-aligned files, named splits, sentencepiece BPE and token batching.
 
-* :func:`read_parallel` reads a source/target file pair (gzip transparently) and raises
-  :class:`~cn3.util.errors.DataError` naming the file and line for empty files and mismatched
-  line counts.
-* Splits: Multi30k (``multi30k/raw/<split>.<lang>.gz`` under the data root) with the names
-  ``train, val, test2016, test2017, mscoco2017`` (the file names ``test_2016_flickr`` ... and
-  ``dev`` are accepted too), or the user's files (``data.corpus: files``).
-* :class:`Tokenizer`: sentencepiece BPE trained on the training split only, joint (one model for
-  both languages) or one per language. Ids 0-3 are ``<pad> <unk> <s> </s>`` in every model. The
-  models live in the run directory and inside every checkpoint.
-* :func:`make_batch`: padded source/target tensors of a batch (batch orders come from
-  :func:`cn3.bucketing.bucketed_batches`, shared with the sentence tasks).
+* :func:`read_parallel`: a source/target file pair (gzip transparently).
+* Splits: Multi30k (``multi30k/raw/<split>.<lang>.gz`` under the data root: ``train, val, test2016,
+  test2017, mscoco2017``, :func:`canonical_split` also accepting the file names), or the user's
+  files (``data.corpus: files``).
+* :class:`Tokenizer`: sentencepiece BPE trained on the training split only, joint or one per
+  language; ids 0-3 are ``<pad> <unk> <s> </s>``. The models live in the run directory and checkpoints.
+* :func:`make_batch`: padded tensors of a batch (orders from :func:`cn3.bucketing.bucketed_batches`).
 """
 
 from __future__ import annotations

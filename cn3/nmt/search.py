@@ -1,13 +1,12 @@
 """Decoding: batched greedy and beam search with a length penalty, and sentence translation.
 
-Both searches generate at most ``max_len_a * source_length + max_len_b`` tokens per sentence
-(``</s>`` is forced there) and return token lists without ``<s>``/``</s>``.
+Both generate at most ``max_len_a * source_length + max_len_b`` tokens (``</s>`` forced there) and
+return token lists without ``<s>``/``</s>``.
 
-Beam search keeps ``beam`` live hypotheses per sentence. Each step takes the best ``2 * beam``
-extensions; a ``</s>`` extension among the top ``beam`` ends a hypothesis, scored with the GNMT
-length penalty ``lp = ((5 + |y|) / 6) ** alpha`` (``|y|`` counts ``</s>``), and the best ``beam``
-other extensions go on. A sentence is done when ``beam`` hypotheses have ended; the best by
-``score / lp`` wins. With ``beam = 1`` this is exactly greedy search.
+Beam search keeps ``beam`` live hypotheses per sentence; each step takes the best ``2 * beam``
+extensions, ends those among the top ``beam`` that are ``</s>`` and continues the best ``beam``
+others. A sentence is done when ``beam`` hypotheses have ended; the best by ``score / lp`` wins,
+``lp = ((5 + |y|) / 6) ** alpha`` (GNMT; ``|y|`` counts ``</s>``). ``beam = 1`` is greedy search.
 """
 
 from __future__ import annotations

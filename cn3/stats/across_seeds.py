@@ -27,12 +27,8 @@ class WelchResult(NamedTuple):
 
 
 def welch(scores_a: Sequence[float], scores_b: Sequence[float]) -> WelchResult:
-    """Welch's unequal-variance t-test (Welch, 1947), two-sided: ``scipy.stats.ttest_ind(equal_var=False)``.
-
-    For scores across seeds (one score per run): does the difference of the means survive seed variance?
-
-    Args:
-        scores_a, scores_b: one score per run of A and of B (the two sides may differ in size).
+    """Welch's unequal-variance two-sided t-test (Welch, 1947) on scores across seeds, one per run:
+    ``scipy.stats.ttest_ind(equal_var=False)``.
 
     Returns:
         t, p and the Welch-Satterthwaite degrees of freedom; all None, with the reason, when a side
@@ -60,18 +56,16 @@ def aso(scores_a: Sequence[float], scores_b: Sequence[float], *, seed: int = 0, 
     """Almost Stochastic Order (del Barrio et al., 2018; Dror et al., 2019): deepsig's ``aso``.
 
     Returns ``epsilon_min``, an upper bound (at ``confidence_level``) of how much A's score distribution
-    violates stochastic dominance over B's: 0 when A is better everywhere, 1 when B is. Below 0.5, A is
-    almost stochastically dominant; deepsig's authors (Ulmer et al., 2022) recommend reading below 0.2
-    as a confident result, and reporting epsilon_min with the confidence level. No assumption on the
-    scores' distribution; meant for scores across seeds (a few to a few dozen per side).
+    violates stochastic dominance over B's: 0 when A is better everywhere, 1 when B is; below 0.5 A is
+    almost stochastically dominant (deepsig's authors read below 0.2 as confident). No assumption on the
+    scores' distribution.
 
     Args:
         scores_a, scores_b: one score per run of A and of B, higher is better.
-        seed: seed of deepsig's bootstrap; the same seed gives the same epsilon_min.
+        seed: seed of deepsig's bootstrap.
         confidence_level: deepsig's confidence level.
-        num_comparisons: comparisons in the family; deepsig raises the confidence level accordingly
-            (Bonferroni).
-        bootstrap_iterations: deepsig's bootstrap iterations when estimating the violation ratio's spread.
+        num_comparisons: comparisons in the family (deepsig's Bonferroni correction).
+        bootstrap_iterations: deepsig's bootstrap iterations.
     """
     from deepsig import aso as deepsig_aso
 

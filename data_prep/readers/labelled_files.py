@@ -1,10 +1,9 @@
 """One sentence per line, the label from the file name: MR, SUBJ, CR, MPQA (10-fold cross-validation).
 
-Empty lines are skipped (CR and MPQA have a few). The original MR files are Windows-1252 (bytes 0x85,
-0x91, 0x96, 0x97 are the ellipsis, quote and dashes): they are decoded as ``cp1252`` (SOURCE.md allows
-latin-1 or cp1252; latin-1 would turn 0x85 into U+0085, a whitespace character, and lose the ellipsis).
-Lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`). Labels: ``negative``/``positive`` (MR, CR, MPQA),
-``objective``/``subjective`` (SUBJ). Folds and the dev hold-out follow :mod:`data_prep.readers.splits`.
+Empty lines are skipped. MR's files are decoded as ``cp1252`` (latin-1 would turn the ellipsis 0x85
+into U+0085, a whitespace character); lines are split on ``\n`` only (:func:`data_prep.textio.read_lines`).
+Labels: ``negative``/``positive`` (MR, CR, MPQA), ``objective``/``subjective`` (SUBJ). Folds and
+the dev hold-out: :mod:`data_prep.readers.splits`.
 """
 
 from __future__ import annotations
