@@ -32,12 +32,9 @@ def attention_kind(encoder: str) -> str:
 
 
 def local_windows(model) -> list[int | None]:
-    """Per self-attention layer, the window ``m`` of a layer that attends only locally (Xu et al.'s
-    ``local`` mode), else None; empty for a model without self-attention layers.
-
-    Read from the modules, not the config: only the lowest ``hybrid.layers`` layers are windowed,
-    and only in ``local`` mode do their weights stay inside the window (``hybrid`` mixes in global
-    weights, ``concat`` averages both).
+    """Per self-attention layer, the window ``m`` of a layer whose weights stay inside it (``local``
+    mode), else None; empty without self-attention layers. Read from the modules, not the config: only
+    the lowest ``hybrid.layers`` layers are windowed, and ``hybrid``/``concat`` mix in global weights.
     """
     from cn3.encoders.san import SelfAttentionEncoder
 

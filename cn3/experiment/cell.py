@@ -1,13 +1,10 @@
 """One cell of a grid, trained by whatever launched it: a local process, a Ray task or a Slurm job.
 
-:func:`run_cell` is the whole of a cell: it resolves the cell's config as ``cn3 train`` (or ``cn3 nmt
-train``) would from the cell's command line, continues from ``latest.pt`` when the run directory has
-one, and appends everything it prints to ``RUN/experiment.log``, so the run directory is the same
-whoever launched it. The log starts each attempt with the cell's equivalent ``cn3`` command and a
-``# worker:`` line (host, process, GPUs), which the runner reads to show where a cell runs.
-
-``python -m cn3.experiment.cell '<json>'`` runs it in a process of its own (the local launcher: a
-process per cell keeps cells apart and lets SIGTERM stop one).
+:func:`run_cell` resolves the cell's config as its ``cn3 train`` (or ``cn3 nmt train``) command line
+would, continues from ``latest.pt`` when there is one, and appends all output to
+``RUN/experiment.log``, each attempt starting with the equivalent ``cn3`` command and a
+``# worker:`` line (read by the runner). ``python -m cn3.experiment.cell '<json>'`` runs it in a
+process of its own (the local launcher).
 """
 
 from __future__ import annotations

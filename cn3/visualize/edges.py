@@ -1,9 +1,6 @@
-"""The soft graph a CN3 run learns over new text: per layer ``alpha_ik`` and mean gates ``g_i``.
-
-For every graph layer CN3 scores each pair of words and normalises over the second one,
-``alpha_ik = softmax_k(s_ik)`` (row ``i`` sums to 1), and gates each word's update with
-``g_i`` (one value per hidden unit). :func:`edge_view` computes both for new text exactly as
-``cn3 predict`` encodes it; the renderers in this package only read the :class:`EdgeView`.
+"""The soft graph a CN3 run learns over new text: per layer ``alpha_ik = softmax_k(s_ik)`` and the
+mean gates ``g_i``, computed by :func:`edge_view` as ``cn3 predict`` encodes the text; the
+renderers only read the :class:`EdgeView`.
 """
 
 from __future__ import annotations
@@ -196,9 +193,9 @@ def edge_norm_max(view: EdgeView, layers: list[int]) -> float:
 
 
 def hub_line(side: SideEdges, layer: int) -> str:
-    """One line on the layer's hub share (:func:`cn3.analysis.graphs.hub`): a learned graph whose
-    rows nearly all point at one word is a star, not a tree. The mean row entropy goes with it:
-    near-uniform rows (entropy near 1) also share an argmax, without being a star."""
+    """One line on the layer's hub share (:func:`cn3.analysis.graphs.hub`: rows nearly all pointing at
+    one word make a star, not a tree) with the mean row entropy (near-uniform rows share an argmax too).
+    """
     from cn3.analysis.graphs import hub, row_entropy
 
     alpha = side.alphas[layer]  # (n, n)
