@@ -1,4 +1,4 @@
-"""Reading run directories written by older releases of cn3 (what changed: docs/design-notes.md,
+"""Reading run directories written by older releases of cn3 (what changed: docs/history.md,
 "Code notes moved from docstrings").
 
 * translation configs: encoder names of releases before 0.2 mapped to today's (:data:`NMT_RENAMED`);
