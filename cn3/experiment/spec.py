@@ -282,8 +282,8 @@ def _folds(value, tasks: dict, where: str) -> dict[str, list[int]]:
 
 
 def load_spec(name_or_path: str | Path) -> ExperimentSpec:
-    """Read and check a spec; every error names the file and the key (see :func:`validate` for the
-    cells' configs)."""
+    """Read and check a spec; every error names the file and the key (the cells' configs:
+    :func:`cn3.experiment.runner.check_cells`)."""
     from data_prep.tasks import TASKS
 
     path = find_spec(name_or_path)

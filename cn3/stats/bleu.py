@@ -33,7 +33,7 @@ def bleu_paired_test(references: Sequence[str], hyps_a: Sequence[str], hyps_b: S
 
     ``sacrebleu.significance.PairedTest`` with B as the baseline, so scores and p are sacreBLEU's own
     (default BLEU: 13a tokenization, exponential smoothing). The 95% interval is a paired bootstrap
-    percentile interval as in :func:`paired_test`, on sacreBLEU's per-sentence statistics.
+    percentile interval as in :func:`cn3.stats.paired_test`, on sacreBLEU's per-sentence statistics.
 
     p: sacreBLEU counts only trials whose difference *exceeds* the observed one, so two systems with
     the same statistics on every sentence would get its smallest p; p is reported as 1 then.

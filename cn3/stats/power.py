@@ -66,7 +66,7 @@ def _welch_thresholds(n_a: int, n_b: int, alpha: float, grid: int = 400) -> np.n
 
 
 def welch_power(difference: float, std: float, n_a: int, n_b: int, *, alpha: float = ALPHA) -> float:
-    """Power of Welch's two-sided t-test (:func:`welch`) for a true difference of means ``difference``
+    """Power of Welch's two-sided t-test (:func:`cn3.stats.welch`) for a true difference of means ``difference``
     when every run's score is normal with standard deviation ``std``, with ``n_a`` and ``n_b`` runs.
 
     WHY not the noncentral t of :func:`t_test_power`: Welch's test estimates its degrees of freedom from
@@ -159,8 +159,8 @@ def _smooth_bleu(sums: np.ndarray) -> np.ndarray:
 
 def paired_differences(gold: Sequence, pred_a: Sequence, pred_b: Sequence, metric: str, *,
                        tag_scheme: str | None = None) -> np.ndarray:
-    """:func:`item_differences` of two systems' predictions, counted as :func:`paired_test` (for ``bleu``,
-    :func:`bleu_paired_test`: ``gold`` the references) counts them.
+    """:func:`item_differences` of two systems' predictions, counted as :func:`cn3.stats.paired_test` (for ``bleu``,
+    :func:`cn3.stats.bleu_paired_test`: ``gold`` the references) counts them.
     """
     if metric == "bleu":
         from sacrebleu.metrics import BLEU

@@ -41,7 +41,7 @@ def compare(a: Predictions, b: Predictions, *, resamples: int = 10_000) -> Paire
     to :func:`paired_test` (seed 0).
 
     Args:
-        a, b: the two runs' predictions on one split (:func:`load_predictions`).
+        a, b: the two runs' predictions on one split (:func:`cn3.run_dir.load_predictions`).
         resamples: randomization trials, and bootstrap resamples for the interval.
     """
     check_paired(a, b)

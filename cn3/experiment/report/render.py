@@ -1,7 +1,7 @@
-"""Rendering a report: the collected and tested columns as Markdown, LaTeX, CSV and the JSON record,
-for the whole split (:func:`render_report`, :func:`report_record`) and per group of items
-(:func:`render_grouped`, :func:`grouped_record`). Both share the records they tabulate (:func:`rows`,
-:func:`grouped_rows`) and the table builders below; nothing here reads a run or tests anything."""
+"""Rendering a report as Markdown, LaTeX, CSV and the JSON record, for the whole split
+(:func:`render_report`, :func:`report_record`) and per group of items (:func:`render_grouped`,
+:func:`grouped_record`), from the collected and tested columns alone.
+"""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def _bold(text: str, fmt: str) -> str:
 
 
 def _tex(text: str) -> str:
-    """A table cell as LaTeX source: TeX's special characters in names escaped (``cn3_dep``,
-    ``span_f1``), the symbols the Markdown tables use as math. Leaves the ``\\textbf{...}`` the
-    renderers wrap around best cells alone."""
+    """A table cell as LaTeX source: special characters escaped, the Markdown tables' symbols as math;
+    ``\\textbf{...}`` around best cells left alone.
+    """
     for plain, tex in (("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"), ("±", r"$\pm$"),
                        ("×", r"$\times$"), (UNSEEN_MARK, r"$^\dagger$")):
         text = text.replace(plain, tex)
@@ -129,9 +129,9 @@ def _cell_text(r: dict, best: dict, fmt: str) -> str:
 
 
 def _p_text(test: dict | None) -> str:
-    """A cell of the significance table: the difference [95% CI], the paired p (Holm-adjusted; beside
-    one not significant, the difference it could detect), Welch's p across seeds. :func:`cn3.stats.format_p`
-    prints two significant digits, so a resampling test's p is never printed as 0."""
+    """A cell of the significance table: the difference [95% CI], the paired p (Holm-adjusted; beside one
+    not significant, the detectable difference), Welch's p (:func:`cn3.stats.format_p`: never 0).
+    """
     if not test:
         return ""
     if "error" in test:

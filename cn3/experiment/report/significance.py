@@ -1,7 +1,7 @@
-"""The tests of a report: every variant against the baseline, on the whole split (:func:`significance`)
-or per group of items (:func:`grouped_significance`), built from the same three pieces: the paired
-test on the seeds' predictions pooled (:func:`pooled_test`), Welch's t-test across seeds
-(:func:`add_welch`) and Holm's correction over a family of tests (:func:`holm_adjust`)."""
+"""The tests of a report, every variant against the baseline, on the whole split
+(:func:`significance`) or per group of items (:func:`grouped_significance`): the pooled paired test
+(:func:`pooled_test`), Welch's t-test across seeds (:func:`add_welch`), Holm's correction (:func:`holm_adjust`).
+"""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from cn3.stats import (bleu_paired_test, detectable_across_seeds, detectable_pai
 
 def pooled_test(pairs: dict[int, tuple[Predictions, Predictions]], metric: str, resamples: int,
                 items: dict[int, list[int]] | None = None, detectable: bool = False) -> dict:
-    """The paired test of A against B on their seeds' predictions pooled: ``pairs`` maps a seed to
-    ``(A's, B's)`` predictions; ``items``, per seed, the item indices to test (a group of ``report
-    --by``; None: every item); with ``detectable``, also the smallest difference the test could
-    detect (:func:`cn3.stats.detectable_paired`)."""
+    """The paired test of A against B on their seeds' predictions pooled (``pairs``: seed -> ``(A's, B's)``);
+    ``items``: per seed, the item indices to test (None: all); ``detectable``: also the smallest
+    detectable difference (:func:`cn3.stats.detectable_paired`).
+    """
     gold, pred_a, pred_b = [], [], []
     for seed, (a, b) in sorted(pairs.items()):
         if a.gold != b.gold:
@@ -42,9 +42,9 @@ def pooled_test(pairs: dict[int, tuple[Predictions, Predictions]], metric: str, 
 
 
 def add_welch(test: dict, seeds: dict[int, float], baseline_seeds: dict[int, float], detectable: bool = False) -> None:
-    """``test["welch_p"]``: Welch's t-test on the per-seed scores, when both sides have 2 seeds or more;
-    with ``detectable``, also ``test["welch_detectable"]``, the smallest difference it could detect
-    (:func:`cn3.stats.detectable_across_seeds`; None when the seeds do not vary)."""
+    """``test["welch_p"]``: Welch's t-test on the per-seed scores (2 seeds a side or more); with
+    ``detectable``, also ``test["welch_detectable"]`` (:func:`cn3.stats.detectable_across_seeds`).
+    """
     if len(seeds) >= 2 and len(baseline_seeds) >= 2:
         test["welch_p"] = welch(list(seeds.values()), list(baseline_seeds.values()))[1]
         if detectable:
@@ -60,9 +60,9 @@ def holm_adjust(tests: Iterable[dict]) -> None:
 
 
 def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples: int = 10_000) -> None:
-    """Fill ``column.tests``: paired and Welch tests of every variant against the baseline, and the
-    paired p-values Holm-adjusted over each variant's tasks (a variant is one claim tested on several
-    tasks)."""
+    """Fill ``column.tests``: paired and Welch tests of every variant against the baseline, the paired p
+    Holm-adjusted over each variant's tasks (a variant is one claim tested on several tasks).
+    """
     for column in columns.values():
         if column.metric is None or spec.baseline not in column.scores:
             continue
@@ -85,10 +85,10 @@ def significance(spec: ExperimentSpec, columns: dict[str, TaskColumn], resamples
 
 
 def grouped_significance(spec: ExperimentSpec, grouped: dict[str, GroupedColumn], resamples: int = 10_000) -> None:
-    """Fill ``column.tests``: per group, the paired test of every variant against the baseline on the
-    group's items of the seeds both finished, pooled (as :func:`significance` does for the whole
-    split), and the p-values Holm-adjusted over the groups of each variant and task; per group also
-    Welch's t-test on the per-seed group scores where both sides have 2 seeds or more."""
+    """Fill ``column.tests`` per group: the pooled paired test of every variant against the baseline on the
+    group's items, Holm-adjusted over the groups of each variant and task, and Welch's t-test on the
+    per-seed group scores.
+    """
     for column in grouped.values():
         base = column.runs.get(spec.baseline, {})
         for variant, runs in column.runs.items():
