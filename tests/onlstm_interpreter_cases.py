@@ -26,7 +26,6 @@ if os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 pytest.importorskip("triton")
 
-import cn3.layers.onlstm as onlstm  # noqa: E402
 from cn3.attention import padding_mask  # noqa: E402
 from cn3.layers import onlstm_triton  # noqa: E402
 from cn3.layers.onlstm import ONLSTM, RecurrentStack  # noqa: E402
@@ -55,18 +54,15 @@ def launches(monkeypatch):
 def outputs_and_grads(layer: ONLSTM, x, mask, state, return_master: bool, triton: bool):
     """Outputs (and the master gates) of the layer, then the gradients of a random weighting of
     them with respect to ``x``, the initial state and every parameter."""
-    onlstm.TRITON_SCAN = "always" if triton else "never"
-    try:
-        x = x.clone().requires_grad_()
-        state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
-        res = layer(x, mask, state, return_master=return_master)
-        tensors = [res[0], *res[1]] + ([res[2]] if return_master else [])
-        gen = torch.Generator().manual_seed(7)  # drawn in float64 so both dtypes weigh the same
-        probes = [torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) for t in tensors]
-        leaves = [x] + ([] if state is None else list(state)) + list(layer.parameters())
-        grads = torch.autograd.grad(sum((t * p).sum() for t, p in zip(tensors, probes)), leaves)
-    finally:
-        onlstm.TRITON_SCAN = "auto"
+    layer.kernel = "triton" if triton else "scan"
+    x = x.clone().requires_grad_()
+    state = None if state is None else tuple(s.clone().requires_grad_() for s in state)
+    res = layer(x, mask, state, return_master=return_master)
+    tensors = [res[0], *res[1]] + ([res[2]] if return_master else [])
+    gen = torch.Generator().manual_seed(7)  # drawn in float64 so both dtypes weigh the same
+    probes = [torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.dtype) for t in tensors]
+    leaves = [x] + ([] if state is None else list(state)) + list(layer.parameters())
+    grads = torch.autograd.grad(sum((t * p).sum() for t, p in zip(tensors, probes)), leaves)
     return [t.detach() for t in tensors] + list(grads)
 
 
@@ -109,17 +105,13 @@ def test_layer_matches_the_plain_scan(case, launches):
 def test_bidirectional_stack_matches_the_plain_scan(launches):
     """A bidirectional layer: the backward half runs on rows reversed within their lengths."""
     torch.manual_seed(3)
-    stack = RecurrentStack(8, 1, "onlstm", chunk_size=2, bidirectional=True)
+    stack = RecurrentStack(8, 1, "onlstm", chunk_size=2, bidirectional=True, kernel="triton")
     wide = copy.deepcopy(stack).double()
     x = torch.randn(3, 5, 8)
     mask = padding_mask(torch.tensor([5, 3, 1]), 5)
-    onlstm.TRITON_SCAN = "always"
-    try:
-        out = stack(x, mask)
-        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum(),
-                                    list(stack.parameters()))
-    finally:
-        onlstm.TRITON_SCAN = "auto"
+    out = stack(x, mask)
+    grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum(),
+                                list(stack.parameters()))
     assert launches == {"forward": 2, "backward": 2}
     ref = wide(x.double(), mask)
     ref_grads = torch.autograd.grad((ref * torch.linspace(-1, 1, ref.numel(), dtype=torch.float64)

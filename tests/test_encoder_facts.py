@@ -10,7 +10,9 @@ import torch
 
 from cn3.config import ConfigError
 from cn3.encoders import ENCODERS, EncoderArgs, build_encoder
-from cn3.encoders.options import FAMILIES, CN3Options, HybridOptions, RecurrentOptions
+from cn3.encoders.options import FAMILIES, CN3Options, HybridOptions, RecurrentOptions, execution_options
+from cn3.layers import DynamicGraphLayer
+from cn3.layers.onlstm import ONLSTM
 from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -61,7 +63,7 @@ def test_the_translation_config_checks_the_family_before_any_data():
     build_encoder("hybrid", EncoderArgs(in_dim=8, d=8, layers=1, heads=2, hybrid=HybridOptions(layers=2)))
 
 
-#: values other than the base's (below) for every family option, valid at the base sizes
+#: values other than the base's (below) for every family option but the execution options, valid at the base sizes
 ALTERNATIVES = {
     "hybrid.layers": [1], "hybrid.window": [2], "hybrid.combine": ["concat"], "hybrid.gate_per_head": [True],
     "rnn.layers": [1], "rnn.chunk_size": [2], "rnn.order": ["san_first"], "rnn.bidirectional": [True, False],
@@ -70,6 +72,13 @@ ALTERNATIVES = {
     "cnn.widths": [[2]], "cnn.filters": [6], "cnn.window": [3],
     "cn3.context": ["cnn", "none"], "cn3.context_layers": [2], "cn3.energy_dim": [6], "cn3.edge_attrs": [False],
     "cn3.edge_dim": [4], "cn3.init_range": [0.2], "cn3.energy_heads": [2], "cn3.relative_positions": [2],
+}
+
+#: every execution option (:func:`cn3.encoders.options.execution_options`): values other than ``auto`` that
+#: run on this CPU, and the layer attribute each sets (the code path, not the function computed)
+EXECUTION = {
+    "cn3.attention_impl": (["blockwise", "dense"], DynamicGraphLayer, "impl"),
+    "rnn.onlstm_kernel": (["scan"], ONLSTM, "kernel"),
 }
 
 
@@ -111,9 +120,11 @@ def _differs(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def test_an_encoder_reads_the_family_options_it_declares_and_no_other(name):
     """``EncoderSpec.options`` is what ``cn3 encoders`` lists and the train commands warn from
     (:func:`cn3.encoders.ignored_options`): each declared option changes the parameters, the output or
-    the info at some task level the encoder serves; every other family option changes nothing at any."""
-    assert set(ALTERNATIVES) == {f"{family}.{f.name}" for family, cls in FAMILIES.items()
-                                 for f in dataclasses.fields(cls)}, "give the new option an alternative value"
+    the info at some task level the encoder serves; every other family option changes nothing at any.
+    Execution options are checked apart (the next test): they change nothing computed, by design."""
+    every = {f"{family}.{f.name}" for family, cls in FAMILIES.items() for f in dataclasses.fields(cls)}
+    assert set(ALTERNATIVES) | set(EXECUTION) == every, "give the new option an alternative value"
+    assert set(EXECUTION) == set(execution_options()) and not set(EXECUTION) & set(ALTERNATIVES)
     spec = ENCODERS[name]
     changing = set()
     for level in spec.levels:
@@ -121,7 +132,29 @@ def test_an_encoder_reads_the_family_options_it_declares_and_no_other(name):
         assert not _differs(base, _outcome(name, _base(level))), "the outcome is not reproducible"
         changing |= {option for option, values in ALTERNATIVES.items()
                      if any(_differs(base, _outcome(name, _with(_base(level), option, value))) for value in values)}
-    assert changing == set(spec.options), (sorted(changing - set(spec.options)), sorted(set(spec.options) - changing))
+    declared = set(spec.options) - set(EXECUTION)
+    assert changing == declared, (sorted(changing - declared), sorted(declared - changing))
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_an_execution_option_reaches_the_layers_of_the_encoders_that_declare_it_and_changes_no_result(name):
+    """An execution option picks a layer's code path: an encoder declares it exactly when it has such
+    layers, every one of them takes the configured value, and the parameters, output and info stay
+    those of ``auto`` up to rounding (the paths compute one function)."""
+    spec = ENCODERS[name]
+    for option, (values, layer_type, attribute) in EXECUTION.items():
+        for level in spec.levels:
+            base = _outcome(name, _base(level))
+            for value in values:
+                args = _with(_base(level), option, value)
+                torch.manual_seed(0)
+                layers = [m for m in build_encoder(name, args).modules() if isinstance(m, layer_type)]
+                assert bool(layers) == (option in spec.options), (option, level)
+                assert all(getattr(layer, attribute) == value for layer in layers), (option, value)
+                got = _outcome(name, args)
+                assert len(got) == len(base)
+                for a, b in zip(got, base):
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_ignored_overrides_name_what_the_encoder_does_not_read_as_the_user_spelled_it():
@@ -131,6 +164,17 @@ def test_ignored_overrides_name_what_the_encoder_does_not_read_as_the_user_spell
 
     sets = ["model.rnn.residual=true", "model.hybrid.window=3", "model.cnn={filters: 3}", "model.hidden=20",
             "train.lr=0.1", "model.energy_dim=50", "model.cn3.energy_dim=50"]
+    # execution options: read (no warning) by the encoders whose layers they switch, ignored by the others
+    assert ignored_overrides(ModelConfig(encoder="cn3"), ["model.attention_impl=dense"]) == []
+    assert ignored_overrides(ModelConfig(encoder="lstm"), ["model.attention_impl=dense", "model.rnn.onlstm_kernel=scan"]
+                             ) == ["model.attention_impl", "model.rnn.onlstm_kernel"]
+    assert ignored_overrides(ModelConfig(encoder="onlstm"), ["model.rnn.onlstm_kernel=scan"]) == []
+    assert ignored_overrides(NMTModelConfig(encoder="cn3"), ["model.cn3.attention_impl=fused"]) == []
+    assert ignored_overrides(NMTModelConfig(encoder="onlstm_san"), ["model.rnn.onlstm_kernel=triton",
+                                                                     "model.cn3.attention_impl=fused"]) == [
+        "model.cn3.attention_impl"]
+    assert ignored_overrides(NMTModelConfig(encoder="lstm_san"), ["model.rnn.onlstm_kernel=triton"]) == [
+        "model.rnn.onlstm_kernel"]
     # sentence side: CN3's options are flat model.* keys; model.cn3.* is no key there (from_dict refuses it)
     assert ignored_overrides(ModelConfig(encoder="lstm"), sets[:6]) == [
         "model.hybrid.window", "model.cnn", "model.energy_dim"]

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.encoders import EncoderArgs
-from cn3.encoders.options import FAMILIES, CN3Options, family_options, with_encoder_options
+from cn3.encoders.options import FAMILIES, CN3Options, RecurrentOptions, family_options, with_encoder_options
 from cn3.encoders.registry import SHARED_KEYS
 from cn3.nmt.config import NMTModelConfig, resolve_nmt_config
 from cn3.sentence.config import ModelConfig, RunConfig
@@ -27,9 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: one non-default value for every family and for CN3's flat sentence keys (valid together)
 FAMILY_SETS = ["hybrid.window=3", "hybrid.combine=concat", "rnn.chunk_size=4", "rnn.order=san_first",
-               "selfatt.hops=2", "cnn.widths=[2, 3]", "cnn.window=3"]
+               "rnn.onlstm_kernel=scan", "selfatt.hops=2", "cnn.widths=[2, 3]", "cnn.window=3"]
 CN3_VALUES = {"context": "cnn", "context_layers": 2, "energy_dim": 40, "edge_attrs": True, "edge_dim": 8,
-              "init_range": 0.05, "energy_heads": 2, "relative_positions": 3}
+              "init_range": 0.05, "energy_heads": 2, "relative_positions": 3, "attention_impl": "dense"}
 
 
 def test_every_family_reaches_encoder_args_from_both_configs():
@@ -44,6 +45,7 @@ def test_every_family_reaches_encoder_args_from_both_configs():
             assert getattr(args, name) == family_options(cfg)[name], name
         assert args.cn3 == CN3Options(**CN3_VALUES)
         assert (args.hybrid.window, args.rnn.chunk_size, args.selfatt.hops, args.cnn.widths) == (3, 4, 2, [2, 3])
+        assert args.rnn.onlstm_kernel == "scan"
         assert all(getattr(args, key) == getattr(cfg, key) for key in SHARED_KEYS)
     assert (sentence.encoder_args(7, "node", 3, 5).d, nmt.encoder_args().d) == (2 * sentence.hidden, nmt.d_model)
     assert sentence.encoder_args(7, "node", 3, 5) == EncoderArgs.from_config(
@@ -56,19 +58,74 @@ def test_every_family_reaches_encoder_args_from_both_configs():
 
 def test_the_saved_layout_of_both_model_sections_is_unchanged():
     """The key order of a run's ``config.yaml`` (written with ``sort_keys=False``) as before the
-    families' fields were added by :func:`with_encoder_options`: the flat CN3 keys where they were,
-    the sections last."""
+    families' fields were added by :func:`with_encoder_options`: the flat CN3 keys where they were
+    (``attention_impl``, added since, declared beside them), the sections last."""
     assert [f.name for f in dataclasses.fields(ModelConfig)] == [
         "encoder", "word_dim", "freeze_embeddings", "char", "char_dim", "char_out", "pos_dim", "spell_dim",
         "context", "context_layers", "hidden", "graph_layers", "energy_dim", "edge_attrs", "edge_dim", "energy_heads",
-        "relative_positions", "position_dim", "heads", "ff", "attention_dropout", "norm", "mlp_hidden", "pool",
-        "dropout", "word_dropout", "init_range", "hybrid", "rnn", "selfatt", "cnn"]
+        "relative_positions", "attention_impl", "position_dim", "heads", "ff", "attention_dropout", "norm",
+        "mlp_hidden", "pool", "dropout", "word_dropout", "init_range", "hybrid", "rnn", "selfatt", "cnn"]
     assert [f.name for f in dataclasses.fields(NMTModelConfig)] == [
         "encoder", "d_model", "heads", "ff", "encoder_layers", "decoder_layers", "dropout", "attention_dropout",
         "norm", "tie", "max_positions", "hybrid", "rnn", "selfatt", "cnn", "cn3"]
     hints = typing.get_type_hints(ModelConfig)
     assert all(hints[name] is family for name, family in FAMILIES.items() if name != "cn3")
     assert list(to_dict(RunConfig())["model"]["hybrid"]) == ["layers", "window", "combine", "gate_per_head"]
+
+
+def test_execution_options_reach_the_layers_and_the_saved_config():
+    """``model.attention_impl`` (sentence) / ``model.cn3.attention_impl`` (translation) become every CN3
+    layer's ``impl``, ``model.rnn.onlstm_kernel`` every ON-LSTM layer's ``kernel``; the resolved config
+    (what a run saves as ``config.yaml``) records them, ``auto`` by default; a bad value is a
+    ConfigError naming the key."""
+    from cn3.layers import DynamicGraphLayer
+    from cn3.layers.dynamic_graph import choose_impl
+    from cn3.layers.onlstm import ONLSTM
+    from cn3.nmt.transformer import ModelArgs as NMTArgs, Seq2Seq
+    from cn3.sentence.model import ModelArgs, SentenceGraphModel
+
+    defaults = to_dict(resolve_config("trec", None, {}, []))["model"]
+    assert (defaults["attention_impl"], defaults["rnn"]["onlstm_kernel"]) == ("auto", "auto")
+    assert to_dict(resolve_nmt_config(None, {}, []))["model"]["cn3"]["attention_impl"] == "auto"
+
+    run = resolve_config("trec", None, {}, ["model.attention_impl=dense", "model.graph_layers=2", "model.hidden=8"])
+    assert to_dict(run)["model"]["attention_impl"] == "dense"
+    model = SentenceGraphModel(run.model, ModelArgs("graph", 3, 40, 5, 6, 11, 0))
+    layers = [m for m in model.modules() if isinstance(m, DynamicGraphLayer)]
+    assert len(layers) == 2 and all(layer.impl == "dense" for layer in layers)
+    assert choose_impl(layers[0].impl, torch.device("cpu")) == "dense"  # not auto's blockwise
+
+    for encoder, overrides in (("cn3", ["model.cn3.attention_impl=blockwise"]),
+                               ("onlstm_san", ["model.rnn.onlstm_kernel=scan"])):
+        translation = resolve_nmt_config(None, {"model.encoder": encoder}, overrides)
+        saved = to_dict(translation)["model"]
+        assert (saved["cn3"]["attention_impl"], saved["rnn"]["onlstm_kernel"]) == (
+            ("blockwise", "auto") if encoder == "cn3" else ("auto", "scan"))
+        model = Seq2Seq(translation.model, NMTArgs(30, 30))
+        kinds = {type(m): getattr(m, "impl", None) or getattr(m, "kernel", None) for m in model.modules()
+                 if isinstance(m, (DynamicGraphLayer, ONLSTM))}
+        assert kinds == ({DynamicGraphLayer: "blockwise"} if encoder == "cn3" else {ONLSTM: "scan"})
+
+    for resolve, key in ((lambda o: resolve_config("trec", None, {}, o), "model.attention_impl"),
+                         (lambda o: resolve_nmt_config(None, {}, o), "model.cn3.attention_impl"),
+                         (lambda o: resolve_config("trec", None, {}, o), "model.rnn.onlstm_kernel"),
+                         (lambda o: resolve_nmt_config(None, {}, o), "model.rnn.onlstm_kernel")):
+        with pytest.raises(ConfigError, match=rf"{key}: 'fast' is not one of 'auto'"):
+            resolve([f"{key}=fast"])
+    with pytest.raises(ConfigError, match=r"model\.attention_impl: 'fast' is not one of"):  # built in code
+        ModelConfig(attention_impl="fast").validate()
+    with pytest.raises(ConfigError, match=r"model\.rnn\.onlstm_kernel: 'fast' is not one of"):
+        RecurrentOptions(onlstm_kernel="fast").validate()
+
+
+def test_the_execution_options_values_are_the_layers():
+    from cn3.layers.dynamic_graph import IMPLS
+    from cn3.layers.onlstm import KERNELS
+
+    hints = {name: typing.get_type_hints(family) for name, family in FAMILIES.items()}
+    assert typing.get_args(hints["cn3"]["attention_impl"]) == IMPLS
+    assert typing.get_args(hints["rnn"]["onlstm_kernel"]) == KERNELS
+    assert typing.get_type_hints(ModelConfig)["attention_impl"] == hints["cn3"]["attention_impl"]
 
 
 def test_unknown_option_keys_name_the_section_and_suggest():

@@ -1,4 +1,4 @@
-"""The CN3 layer's three attention paths (issue 30): which one the layer picks, the dense path, the
+"""The CN3 layer's three attention paths: which one the layer picks, the dense path, the
 fused Triton kernel in Triton's interpreter (a subprocess: see ``tests/fused_interpreter_cases.py``)
 and, where there is a GPU, the fused kernel on CUDA against the dense path."""
 
@@ -29,7 +29,6 @@ CUDA = torch.device("cuda")
 @pytest.mark.parametrize("triton, deterministic, expected", [
     (True, False, "fused"), (False, False, "dense"), (True, True, "dense")])
 def test_auto_picks_by_device_and_availability(monkeypatch, triton, deterministic, expected):
-    monkeypatch.delenv("CN3_ATTENTION_IMPL", raising=False)
     monkeypatch.setattr(dynamic_graph, "fused_available", lambda: triton)
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     assert choose_impl("auto", CUDA) == expected
@@ -44,20 +43,17 @@ def test_auto_keeps_wide_heads_off_the_fused_kernel(monkeypatch):
 
 def test_auto_gives_long_sentences_the_dense_path(monkeypatch):
     """Measured faster from about 1,000 words (dynamic_graph.FUSED_MAX_LENGTH)."""
-    monkeypatch.delenv("CN3_ATTENTION_IMPL", raising=False)
     monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
     assert choose_impl("auto", CUDA, length=dynamic_graph.FUSED_MAX_LENGTH) == "fused"
     assert choose_impl("auto", CUDA, length=dynamic_graph.FUSED_MAX_LENGTH + 1) == "dense"
     assert choose_impl("auto", torch.device("cpu"), length=5000) == "blockwise"
 
 
-def test_environment_overrides_auto_only(monkeypatch):
+def test_the_environment_picks_nothing(monkeypatch):
+    """The path is the layer's ``impl`` (a run's ``model.attention_impl``), which its config records:
+    the environment variable that once overrode ``auto`` is not read."""
     monkeypatch.setenv("CN3_ATTENTION_IMPL", "dense")
-    assert choose_impl("auto", torch.device("cpu")) == "dense"
-    assert choose_impl("blockwise", torch.device("cpu")) == "blockwise"
-    monkeypatch.setenv("CN3_ATTENTION_IMPL", "fast")
-    with pytest.raises(ValueError, match="CN3_ATTENTION_IMPL must be one of"):
-        choose_impl("auto", torch.device("cpu"))
+    assert choose_impl("auto", torch.device("cpu")) == "blockwise"
 
 
 def test_explicit_impl_overrides_and_unknown_is_refused(monkeypatch):
@@ -76,7 +72,6 @@ def test_explicit_impl_overrides_and_unknown_is_refused(monkeypatch):
 def test_layer_runs_the_chosen_path_on_cpu(monkeypatch, impl, budget):
     """On the CPU ``auto`` is the blockwise path (blocks of about BLOCK_ELEMENTS, chosen inside
     ``additive_attention``); ``dense`` passes blocks of the dense budget."""
-    monkeypatch.delenv("CN3_ATTENTION_IMPL", raising=False)
     calls = []
     real = dynamic_graph.additive_attention
 

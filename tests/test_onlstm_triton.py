@@ -1,4 +1,4 @@
-"""ON-LSTM's Triton kernels (issue 31, :mod:`cn3.layers.onlstm_triton`): when the scan uses them, the
+"""ON-LSTM's Triton kernels (:mod:`cn3.layers.onlstm_triton`): when the layer's ``kernel`` uses them, the
 host side of that path (the backward's recomputation) with the kernels stood in for by the plain
 step loops, the kernels themselves in Triton's interpreter (a subprocess: see
 ``tests/onlstm_interpreter_cases.py``) and, where there is a GPU, on CUDA against the plain scan."""
@@ -18,7 +18,7 @@ import torch
 
 from cn3.attention import padding_mask
 from cn3.layers import onlstm
-from cn3.layers.onlstm import ONLSTM
+from cn3.layers.onlstm import ONLSTM, RecurrentStack
 from tests.triton_interpreter import run_interpreter_cases
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,57 +28,71 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_never_runs_the_scan(monkeypatch):
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "never")
-    assert not onlstm._use_triton(CUDA, torch.float32, 128)
-    assert not onlstm._use_triton(CPU, torch.float32, 128)
+def test_scan_runs_the_scan():
+    assert not onlstm._use_triton("scan", CUDA, torch.float32, 128)
+    assert not onlstm._use_triton("scan", CPU, torch.float32, 128)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_auto_uses_them_on_cuda_up_to_the_measured_width(monkeypatch):
+def test_auto_uses_them_on_cuda_up_to_the_measured_width():
     """Measured on an H100: faster than the scan at hidden 256, slower at 512; never on the CPU."""
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "auto")
-    assert onlstm._use_triton(CUDA, torch.float32, 128)
-    assert onlstm._use_triton(CUDA, torch.float32, onlstm.TRITON_AUTO_MAX_HIDDEN)
-    assert not onlstm._use_triton(CUDA, torch.float32, 512)
-    assert not onlstm._use_triton(CUDA, torch.bfloat16, 128)
-    assert not onlstm._use_triton(CPU, torch.float32, 128)
+    assert onlstm._use_triton("auto", CUDA, torch.float32, 128)
+    assert onlstm._use_triton("auto", CUDA, torch.float32, onlstm.TRITON_AUTO_MAX_HIDDEN)
+    assert not onlstm._use_triton("auto", CUDA, torch.float32, 512)
+    assert not onlstm._use_triton("auto", CUDA, torch.bfloat16, 128)
+    assert not onlstm._use_triton("auto", CPU, torch.float32, 128)
 
 
 def test_auto_without_triton_runs_the_scan_silently(monkeypatch):
     monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", None)  # importing it raises ImportError
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "auto")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert not onlstm._use_triton(CUDA, torch.float32, 128)
+        assert not onlstm._use_triton("auto", CUDA, torch.float32, 128)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_always_uses_them_where_they_run(monkeypatch):
+def test_triton_uses_them_where_they_run():
     """fp32 on CUDA at any width (on the CPU only under the interpreter, which this process does not run)."""
     from cn3.layers.onlstm_triton import INTERPRETING
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
-    assert onlstm._use_triton(CUDA, torch.float32, 1024)
-    assert onlstm._use_triton(CPU, torch.float32, 128) == INTERPRETING
-    assert not onlstm._use_triton(CUDA, torch.float64, 128)
-    assert not onlstm._use_triton(CUDA, torch.bfloat16, 128)
+    assert onlstm._use_triton("triton", CUDA, torch.float32, 1024)
+    assert onlstm._use_triton("triton", CPU, torch.float32, 128) == INTERPRETING
+    assert not onlstm._use_triton("triton", CUDA, torch.float64, 128)
+    assert not onlstm._use_triton("triton", CUDA, torch.bfloat16, 128)
 
 
-def test_the_setting_is_checked(monkeypatch):
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "sometimes")
-    with pytest.raises(ValueError, match="CN3_ONLSTM_TRITON"):
-        ONLSTM(8, 8, chunk_size=4)(torch.randn(2, 3, 8))
+def test_the_kernel_is_checked_when_built_and_when_run(monkeypatch):
+    with pytest.raises(ValueError, match="ON-LSTM kernel must be one of auto, scan, triton, got 'always'"):
+        ONLSTM(8, 8, chunk_size=4, kernel="always")
+    with pytest.raises(ValueError, match="an lstm stack takes only 'auto'"):
+        RecurrentStack(8, 1, "lstm", kernel="scan")
+    layer = ONLSTM(8, 8, chunk_size=4, kernel="scan")
+    assert "kernel=scan" in repr(layer) and "kernel" not in repr(ONLSTM(8, 8, chunk_size=4))
+    layer.kernel = "sometimes"  # an attribute: checked again at each call
+    with pytest.raises(ValueError, match="got 'sometimes'"):
+        layer(torch.randn(2, 3, 8))
+
+
+def test_the_layer_passes_its_kernel_to_the_scan(monkeypatch):
+    """What ``kernel`` a layer (or a stack's every ON-LSTM layer) was built with is what the scan is
+    asked to run; the environment variables that once set it are not read."""
+    monkeypatch.setenv("CN3_ONLSTM_TRITON", "always")
+    asked = []
+    monkeypatch.setattr(onlstm, "_use_triton", lambda kernel, device, dtype, hidden: asked.append(kernel) or False)
+    x, mask = torch.randn(2, 3, 8), padding_mask(torch.tensor([3, 2]), 3)
+    ONLSTM(8, 8, chunk_size=4)(x, mask)
+    RecurrentStack(8, 2, "onlstm", chunk_size=2, bidirectional=True, kernel="triton")(x, mask)
+    ONLSTM(8, 8, chunk_size=4, kernel="scan")(x)
+    assert asked == ["auto"] + ["triton"] * 4 + ["scan"]
 
 
 def test_without_triton_a_warning_once_and_the_scan(monkeypatch):
     monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", None)  # importing it raises ImportError
     monkeypatch.setattr(onlstm, "_triton_missing", [])
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
-    with pytest.warns(RuntimeWarning, match="Triton cannot be imported"):
-        assert not onlstm._use_triton(CUDA, torch.float32, 128)
+    with pytest.warns(RuntimeWarning, match="kernel 'triton' but Triton cannot be imported"):
+        assert not onlstm._use_triton("triton", CUDA, torch.float32, 128)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert not onlstm._use_triton(CUDA, torch.float32, 128)
+        assert not onlstm._use_triton("triton", CUDA, torch.float32, 128)
 
 
 def _stand_ins(calls: list[str]) -> types.ModuleType:
@@ -125,7 +139,7 @@ def outputs_and_grads(layer, x, mask, state):
 def test_the_triton_path_around_the_kernels_equals_the_scan(monkeypatch, lengths):
     """With the kernels replaced by the plain step loops, the Triton path (the backward's gates
     recomputed for all steps at once, its factors, the weight's gradient) gives the plain scan's
-    outputs and gradients; it takes precedence over the compiled steps (set here to fail if run)."""
+    outputs and gradients."""
     torch.manual_seed(1)
     layer = ONLSTM(5, 12, chunk_size=3).double()
     x = torch.randn(3, 6, 5, dtype=torch.float64)
@@ -134,10 +148,8 @@ def test_the_triton_path_around_the_kernels_equals_the_scan(monkeypatch, lengths
     want = outputs_and_grads(layer, x, mask, state)
     calls: list[str] = []
     monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", _stand_ins(calls))
-    monkeypatch.setattr(onlstm, "_use_triton", lambda device, dtype, hidden: onlstm.TRITON_SCAN == "always")
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
-    monkeypatch.setattr(onlstm, "COMPILE_STEPS", "always")
-    monkeypatch.setattr(onlstm, "_compiled", {"forward": None, "backward": None})  # not callable
+    monkeypatch.setattr(onlstm, "_use_triton", lambda kernel, device, dtype, hidden: kernel == "triton")
+    layer.kernel = "triton"
     got = outputs_and_grads(layer, x, mask, state)
     assert calls == ["forward", "backward"]
     for a, b in zip(got, want):
@@ -197,10 +209,11 @@ def test_kernels_match_the_plain_scan_on_cuda(monkeypatch, padded):
     lengths[3] = 0
     mask = padding_mask(lengths, 13).to(CUDA) if padded else None
     state = (torch.randn(20, 96, device=CUDA), torch.randn(20, 96, device=CUDA))
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "never")
+    layer.kernel = "scan"
     want = outputs_and_grads(layer, x, mask, state)
-    monkeypatch.setattr(onlstm, "TRITON_SCAN", "always")
-    got = outputs_and_grads(copy.deepcopy(layer), x, mask, state)
+    triton_layer = copy.deepcopy(layer)
+    triton_layer.kernel = "triton"
+    got = outputs_and_grads(triton_layer, x, mask, state)
     names = ["out", "h", "c", "master", "x", "h0", "c0"] + [name for name, _ in layer.named_parameters()]
     for name, a, b in zip(names, got, want):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}")

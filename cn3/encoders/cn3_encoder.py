@@ -42,6 +42,8 @@ class CN3Encoder(nn.Module):
             node state width.
         relative_positions: clip ``C`` of the relative position edge attribute (0 = off); see
             :class:`cn3.layers.DynamicGraphEncoder`.
+        attention_impl: every graph layer's ``impl`` (``auto``, ``blockwise``, ``dense``, ``fused``;
+            :class:`cn3.layers.DynamicGraphLayer`): how the energy runs, not what it computes.
 
     Shapes: ``x (B, N, in_dim)``, ``mask (B, N)``, ``v (B, N, attr_dim)``, ``edge_type (B, N, N)`` ->
     ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``;
@@ -52,7 +54,7 @@ class CN3Encoder(nn.Module):
     def __init__(self, in_dim: int, d: int, layers: int, attr_dim: int = 0, n_edge_types: int = 0,
                  context: str = "lstm", context_layers: int = 1, energy_dim: int = 100, edge_dim: int = 32,
                  dropout: float = 0.0, init_range: float = 0.1, energy_heads: int = 1,
-                 relative_positions: int = 0):
+                 relative_positions: int = 0, attention_impl: str = "auto"):
         super().__init__()
         if context == "lstm":
             self.context = BiLSTMContext(in_dim, d // 2, context_layers, dropout)
@@ -69,7 +71,8 @@ class CN3Encoder(nn.Module):
         self.energy_heads = energy_heads
         self.graph = DynamicGraphEncoder(num_layers=layers, hidden=hidden, attr_dim=attr_dim,
                                          n_edge_types=n_edge_types, edge_dim=edge_dim, energy_dim=energy_dim,
-                                         energy_heads=energy_heads, relative_positions=relative_positions)
+                                         energy_heads=energy_heads, relative_positions=relative_positions,
+                                         impl=attention_impl)
         self.out_dim, self.attr_dim, self.edge_attrs = hidden, attr_dim, n_edge_types > 0
         self.init_range = init_range
         self.reset_parameters()
@@ -101,4 +104,4 @@ def _cn3(a: EncoderArgs) -> nn.Module:
                           "that parses (gold trees, spacy or stanza)")
     return CN3Encoder(a.in_dim, a.d, a.layers, a.attr_dim, a.n_edge_types if c.edge_attrs else 0, c.context,
                       c.context_layers, c.energy_dim, c.edge_dim, a.dropout, c.init_range, c.energy_heads,
-                      c.relative_positions)
+                      c.relative_positions, c.attention_impl)

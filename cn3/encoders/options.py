@@ -7,6 +7,11 @@ gives a config's model section (and :class:`cn3.encoders.registry.EncoderArgs`) 
 and :func:`family_options` reads them back. So a new option is a field of its family's dataclass here
 (with its check in that dataclass's ``validate``), and a new family a dataclass and a line of
 :data:`FAMILIES`: both configs, ``--set``, the saved config and the encoder's :class:`EncoderArgs` follow.
+
+Most options change what an encoder computes. An *execution option* (a field declared with
+``metadata=EXECUTION``: ``cn3.attention_impl``, ``rnn.onlstm_kernel``) picks only how a layer runs,
+the same function to rounding; it is a config key so that every run's ``config.yaml`` records the
+code path that ran. :func:`execution_options` lists them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cn3.config import ConfigError
+
+#: ``field(metadata=EXECUTION)`` marks an execution option (module docstring).
+EXECUTION = {"execution": True}
+
+
+def _check_choice(options, name: str, prefix: str) -> None:
+    """A ConfigError naming ``prefix + name`` unless the field holds one of its ``Literal`` values (the
+    config's own coercion checks text; this checks options built in code)."""
+    allowed = typing.get_args(typing.get_type_hints(type(options))[name])
+    if getattr(options, name) not in allowed:
+        raise ConfigError(f"{prefix}{name}: {getattr(options, name)!r} is not one of "
+                          f"{', '.join(map(repr, allowed))}")
 
 
 @dataclass
@@ -63,6 +80,10 @@ class RecurrentOptions:
             input to its output, as GNMT); for deep stacks (hao-table1's 6-layer LSTM and ON-LSTM),
             which learn slowly without them. Applies to ``lstm``, ``onlstm`` and the recurrent part of
             ``lstm_san``/``onlstm_san``.
+        onlstm_kernel: execution option, the kernel of every ON-LSTM layer's recurrence (``onlstm``,
+            ``onlstm_san``): ``scan`` (a loop over time, any device), ``triton`` (one Triton kernel
+            each way, fp32 CUDA tensors; elsewhere the scan) or ``auto`` (the Triton kernels on fp32
+            CUDA up to hidden 256, else the scan). See :mod:`cn3.layers.onlstm`.
     """
 
     layers: int = 1
@@ -71,10 +92,12 @@ class RecurrentOptions:
     bidirectional: bool | None = None
     shortcut: bool = True
     residual: bool = False
+    onlstm_kernel: Literal["auto", "scan", "triton"] = field(default="auto", metadata=EXECUTION)
 
     def validate(self, prefix: str = "model.rnn.") -> None:
         if self.layers < 1 or (self.chunk_size is not None and self.chunk_size < 1):
             raise ConfigError(f"{prefix}layers and {prefix}chunk_size must be >= 1")
+        _check_choice(self, "onlstm_kernel", prefix)
 
 
 @dataclass
@@ -128,6 +151,9 @@ class CN3Options:
             ``energy_dim`` and the model width.
         relative_positions: ``C > 0`` adds the clipped offset ``clip(k - i, -C, C)`` to the edge
             attribute ``e_ik`` (0 = off, the paper).
+        attention_impl: execution option, the path of every CN3 layer's energy, softmax and messages:
+            ``blockwise`` (the CPU's), ``dense`` (larger blocks), ``fused`` (one Triton kernel each
+            way, CUDA) or ``auto`` (by device, width and length). See :mod:`cn3.layers.dynamic_graph`.
     """
 
     context: Literal["lstm", "cnn", "none"] = "lstm"
@@ -138,9 +164,11 @@ class CN3Options:
     init_range: float = 0.1
     energy_heads: int = 1
     relative_positions: int = 0
+    attention_impl: Literal["auto", "blockwise", "dense", "fused"] = field(default="auto", metadata=EXECUTION)
 
     def validate(self, prefix: str = "model.cn3.") -> None:
         check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions, prefix)
+        _check_choice(self, "attention_impl", prefix)
 
 
 def check_cn3_options(energy_dim: int, energy_heads: int, relative_positions: int, prefix: str = "model.") -> None:
@@ -163,6 +191,12 @@ FAMILIES: dict[str, type] = {
     "cnn": CNNOptions,
     "cn3": CN3Options,
 }
+
+
+def execution_options() -> tuple[str, ...]:
+    """Every execution option (module docstring) as ``family.key``, in :data:`FAMILIES` order."""
+    return tuple(f"{name}.{f.name}" for name, family in FAMILIES.items() for f in dataclasses.fields(family)
+                 if f.metadata.get("execution"))
 
 
 def with_encoder_options(*, flat: tuple[str, ...] = ()):

@@ -7,7 +7,9 @@ the ON-LSTM + self-attention encoder of Hao et al. (2019) with its LSTM twin.
 * ``onlstm_san``/``lstm_san``: ``K = rnn.layers`` recurrent layers and ``layers - K`` self-attention
   layers, ``H = H_rnn + H_san`` (Hao et al., eq. 10); ``rnn.order: san_first`` swaps the stacks.
 
-``rnn.bidirectional`` left unset takes the level's default (above).
+``rnn.bidirectional`` left unset takes the level's default (above). ``rnn.onlstm_kernel`` (an execution
+option: how the ON-LSTM layers run, not what they compute) reaches the ON-LSTM layers of ``onlstm`` and
+``onlstm_san`` only.
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ class RecurrentEncoder(nn.Module):
     common interface. Shapes as :class:`ElmanRNN`."""
 
     def __init__(self, in_dim: int, d: int, layers: int, cell: str, chunk_size: int = 8,
-                 bidirectional: bool = True, dropout: float = 0.0, residual: bool = False):
+                 bidirectional: bool = True, dropout: float = 0.0, residual: bool = False, kernel: str = "auto"):
         super().__init__()
         self.rnn = RecurrentStack(d, layers, cell, chunk_size, bidirectional, dropout, in_dim=in_dim,
-                                  residual=residual)
+                                  residual=residual, kernel=kernel)
         self.out_dim = d
 
     def reset_parameters(self) -> None:
@@ -126,6 +128,11 @@ def _chunk_size(a: EncoderArgs, width: int) -> int:
     return a.rnn.chunk_size
 
 
+def _kernel(a: EncoderArgs, cell: str) -> str:
+    """The recurrent stack's kernel: ``model.rnn.onlstm_kernel`` for ON-LSTM cells, ``auto`` for LSTM ones."""
+    return a.rnn.onlstm_kernel if cell == "onlstm" else "auto"
+
+
 def _stack_shape(a: EncoderArgs, cell: str) -> tuple[bool, int]:
     """``(bidirectional, chunk_size)`` for a recurrent stack of width ``a.d``, checked."""
     bidirectional = _bidirectional(a)
@@ -147,7 +154,8 @@ def _rnn(a: EncoderArgs) -> nn.Module:
 
 def _recurrent(a: EncoderArgs, cell: str) -> nn.Module:
     bidirectional, chunk = _stack_shape(a, cell)
-    return RecurrentEncoder(a.in_dim, a.d, a.layers, cell, chunk, bidirectional, a.dropout, a.rnn.residual)
+    return RecurrentEncoder(a.in_dim, a.d, a.layers, cell, chunk, bidirectional, a.dropout, a.rnn.residual,
+                            _kernel(a, cell))
 
 
 @register("lstm", "Hochreiter & Schmidhuber 1997 (BiLSTM on sentences; CN3 paper's LSTM row, Hao et al.'s LSTM)",
@@ -157,7 +165,7 @@ def _lstm(a: EncoderArgs) -> nn.Module:
 
 
 @register("onlstm", "Shen et al. 2019 (ON-LSTM stack; Hao et al.'s baseline)", table_order=13,
-          options=(*_STACK, "rnn.chunk_size"))
+          options=(*_STACK, "rnn.chunk_size", "rnn.onlstm_kernel"))
 def _onlstm(a: EncoderArgs) -> nn.Module:
     return _recurrent(a, "onlstm")
 
@@ -178,7 +186,7 @@ def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
     rnn_first = a.rnn.order == "rnn_first"
     bidirectional, chunk = _stack_shape(a, cell)
     rnn = RecurrentStack(a.d, k, cell, chunk, bidirectional, a.dropout, in_dim=a.in_dim if rnn_first else a.d,
-                         residual=a.rnn.residual)
+                         residual=a.rnn.residual, kernel=_kernel(a, cell))
     h = a.hybrid
     san = SelfAttentionEncoder(a.d if rnn_first else a.in_dim, a.d, a.layers - k, a.heads, a.ff_width, a.dropout,
                                a.attention_dropout, a.norm, a.positions and not rnn_first, 0, h.window)
@@ -187,7 +195,7 @@ def _recurrent_san(a: EncoderArgs, cell: str) -> nn.Module:
 
 @register("onlstm_san", "Hao et al. 2019 (ON-LSTM layers under self-attention, H = H_onlstm + H_san)",
           default_layers=3, attention="graph", multi_head=True, split_stack="H_onlstm", table_order=14,
-          check=_check_recurrent_san, options=(*_RECURRENT_SAN, "rnn.chunk_size"))
+          check=_check_recurrent_san, options=(*_RECURRENT_SAN, "rnn.chunk_size", "rnn.onlstm_kernel"))
 def _onlstm_san(a: EncoderArgs) -> nn.Module:
     return _recurrent_san(a, "onlstm")
 

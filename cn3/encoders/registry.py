@@ -104,9 +104,11 @@ class EncoderSpec:
             naming the keys), or None; :func:`check_options` runs it, when either config is validated
             and again when the encoder is built. (Each option's own range check is its family
             dataclass's ``validate``.)
-        options: the family options (``family.key``, e.g. ``rnn.residual``) that can change what it
-            builds, at some task level it serves; it ignores every other family option
-            (:func:`ignored_options`; tests/test_encoder_facts.py changes each option and checks).
+        options: the family options (``family.key``, e.g. ``rnn.residual``) it reads, at some task
+            level it serves; it ignores every other family option (:func:`ignored_options`). Each
+            option but an execution option (:func:`cn3.encoders.options.execution_options`) changes
+            what it builds or computes; an execution option it reads reaches its layers and changes
+            the outputs only to rounding (tests/test_encoder_facts.py changes each option and checks).
     """
 
     name: str

@@ -17,8 +17,8 @@ node and broadcast-added, and the edge term is one projected vector per edge typ
 inside the blockwise attention (:mod:`cn3.layers.blockwise_energy`), which never keeps an
 ``(N, N)`` or larger tensor for backward.
 
-Two options beyond the paper (issue 17: the learned graphs are stars), both off by default, which
-leaves the layer above exactly as it was:
+Two options beyond the paper (the learned graphs are stars: one head cannot attend to two places),
+both off by default, which leaves the layer above exactly as it was:
 
 * ``energy_heads = H``: ``H`` energies, each its own soft graph over its own slice of the states::
 
@@ -32,18 +32,20 @@ leaves the layer above exactly as it was:
 * relative positions (:class:`DynamicGraphEncoder`, ``relative_positions = C``): the clipped offset
   ``clip(k - i, -C, C)`` joins the edge type, so ``e_ik`` also says where ``k`` lies from ``i``.
 
-Three implementations of the energy, softmax and messages (issue 30), the same function to
-rounding; ``impl`` picks one, ``auto`` by device (:func:`choose_impl`):
+Three implementations of the energy, softmax and messages, the same function to rounding; the
+layer's ``impl`` picks one (in a run's config, ``model.attention_impl`` on sentence tasks and
+``model.cn3.attention_impl`` on translation), ``auto`` by device, width and length
+(:func:`choose_impl`):
 
-* ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB, the CPU's
-  fastest, and ``auto``'s choice off CUDA.
+* ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB; ``auto``'s
+  choice off CUDA, where it is the fastest.
 * ``dense``: the same autograd Function with blocks of :data:`~cn3.layers.blockwise_energy.DENSE_ELEMENTS`
-  (a whole batch at once up to that size), ``auto``'s choice on CUDA without Triton.
+  (a whole batch at once up to that size); ``auto``'s choice on CUDA where ``fused`` is not.
 * ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and one backward for all
-  heads, memory O(B N (d + e)) plus ``alpha`` when asked for; ``auto``'s choice on CUDA with Triton.
-  On CPU tensors it runs only in Triton's interpreter (tests).
+  heads, memory O(B N (d + e)) plus ``alpha`` when asked for; ``auto``'s choice on CUDA with Triton
+  within :data:`FUSED_MAX_WIDTH` and :data:`FUSED_MAX_LENGTH`. On CPU tensors it runs only in
+  Triton's interpreter (tests).
 
-``CN3_ATTENTION_IMPL`` in the environment overrides ``auto`` for every layer of a run.
 ``alpha`` is the only O(B N^2) output: ``need_alpha=False`` returns None in its place, which lets the
 fused path skip writing it.
 """
@@ -51,7 +53,6 @@ fused path skip writing it.
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import torch
 from torch import Tensor, nn
@@ -64,11 +65,10 @@ IMPLS = ("auto", "blockwise", "dense", "fused")
 #: The widest value slice per head (``hidden / energy_heads``) ``auto`` gives the fused kernel: its
 #: ``(rows, width)`` accumulators live in registers (the width padded to a power of two).
 FUSED_MAX_WIDTH = 512
-#: The longest sentence (keys per row) ``auto`` gives the fused kernel. Measured on one H200
-#: (docs/benchmarks.md, forward + backward, d 300, e 100): fused and dense tie at 8 x 200 (3.8 ms),
-#: dense wins from 1 x 1000 on (5.3 against 9.0 ms; 12.7 against 36.4 at 2500) while its
-#: ``(B, N, N, e)`` blocks stay within :data:`DENSE_ELEMENTS`; fused wins at 64 x 20 (2.9 against
-#: 3.4 ms) and needs O(B N (d + e)) memory. Sentence tasks' sentences are all far below it.
+#: The longest sentence (keys per row) ``auto`` gives the fused kernel. Longer sentences take the dense
+#: path, measured the faster there; up to it the fused kernel was as fast or faster and needs
+#: O(B N (d + e)) memory (docs/benchmarks.md, "Measured on one NVIDIA H200"). Sentence tasks'
+#: sentences are all far below it.
 FUSED_MAX_LENGTH = 512
 
 
@@ -81,19 +81,17 @@ def choose_impl(impl: str, device: torch.device, width: int = 0, length: int = 0
     """The path ``impl`` (one of :data:`IMPLS`) runs on ``device`` for value slices of ``width``
     and sentences of ``length`` words (padded).
 
-    ``auto``: the environment's ``CN3_ATTENTION_IMPL`` when set (a way to switch every layer of a
-    run without touching its config); else ``fused`` on CUDA with Triton, ``dense`` on CUDA
-    without it, under ``torch.use_deterministic_algorithms`` (the fused backward sums with
-    atomics, in no fixed order), above :data:`FUSED_MAX_WIDTH` or above :data:`FUSED_MAX_LENGTH`
-    (measured faster there); ``blockwise`` elsewhere (on the CPU it is the fastest). Other values
-    are returned as they are.
+    ``auto``: ``fused`` on CUDA with Triton; ``dense`` on CUDA without it, under
+    ``torch.use_deterministic_algorithms`` (the fused backward sums with atomics, in no fixed
+    order), above :data:`FUSED_MAX_WIDTH` or above :data:`FUSED_MAX_LENGTH` (measured faster
+    there); ``blockwise`` elsewhere (on the CPU it is the fastest). Other values are returned as
+    they are.
+
+    Raises:
+        ValueError: ``impl`` is not one of :data:`IMPLS`.
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
-    if impl == "auto":
-        impl = os.environ.get("CN3_ATTENTION_IMPL", "auto")
-        if impl not in IMPLS:
-            raise ValueError(f"CN3_ATTENTION_IMPL must be one of {', '.join(IMPLS)}, got {impl!r}")
     if impl != "auto":
         return impl
     if device.type != "cuda":

@@ -12,47 +12,36 @@ ON-LSTM, eq. 3-9 of Shen et al. (``cumax(x) = cumsum(softmax(x))``)::
     c_t = f^_t * c_{t-1} + i^_t * c^_t,   h_t = o_t * tanh(c_t)
 
 The master gates are chunked: they have ``hidden / chunk_size`` units, each shared by
-``chunk_size`` neurons. Input projections of all time steps are computed in one matrix product;
-only the recurrent product runs per step, in ``_ONLSTMScan``: a step loop that records nothing for
-autograd, with a hand-written backward (``bench/onlstm.py`` races it against the step loop under
-autograd). Padding (``mask`` False) keeps the state unchanged and gives zero output, so a sentence's
-outputs do not depend on how much padding follows it.
-``bidirectional`` runs a second layer over each sentence reversed within its own length.
+``chunk_size`` neurons. Padding (``mask`` False) keeps the state unchanged and gives zero output, so
+a sentence's outputs do not depend on how much padding follows it. ``bidirectional`` runs a second
+layer over each sentence reversed within its own length.
 
-Mixed precision (issue 31): under ``torch.autocast`` on CUDA the input projection (one product over
-all steps, where low precision pays) runs in the autocast dtype and the recurrence runs in the scan
-in the parameters' dtype (fp32), autocast off. Before, autocast sent the layer to the step loop under
-autograd, which made bf16 0.39-0.45x fp32 on an H100 (casts around some 20 small operations per
-step) and rounded the cell state to bf16 at every step. On the CPU (:data:`AUTOCAST_STEP_LOOP`)
-autocast keeps the step loop: with bf16 products it was 46 ms against the fp32 scan's 56 ms at
-64 x 25 x 256 (one thread, Xeon with AVX-512 bf16, docs/benchmarks.md), 206 against 145 ms at
-32 x 50 x 512, so neither wins everywhere there and the CPU keeps what it had.
+How the recurrence runs (none of this changes what is computed beyond rounding). The input
+projections of all time steps are one matrix product; the recurrence is :class:`_ONLSTMScan`, an
+autograd Function with a hand-written backward (gradients equal autograd's over the step loop up to
+rounding), whose step loops are one of two kernels, chosen per layer by ``kernel`` (:data:`KERNELS`;
+in a run's config, ``model.rnn.onlstm_kernel``):
 
-Fused steps on CUDA (issue 31): at NMT sizes the scan is bound by kernel launches (about 13 small
-kernels per step forward, 10 backward; cuDNN's LSTM runs the whole recurrence in a few). With
-``CN3_ONLSTM_COMPILE`` (environment) or :data:`COMPILE_STEPS` at ``always`` (``auto``, the default,
-does not: measured slower than the plain scan on an H200, :func:`_use_compiled`), one step's arithmetic, the recurrent product included, runs as one
-``torch.compile``-d function forward (:func:`_step_forward`) and one backward
-(:func:`_step_backward`), a couple of fused kernels each, compiled once for all shapes
-(``dynamic=True``). The results equal the plain scan's up to rounding. ``never`` or any failure to
-compile (no Triton, no C compiler: a warning, once) falls back to the plain scan, which the CPU
-always runs (its kernels are not launch-bound and it is the faster there).
+* ``scan``: a loop over time in Python that records nothing for autograd and writes into
+  preallocated buffers (:func:`_forward_steps`, :func:`_backward_steps`); any device and dtype.
+* ``triton``: the persistent Triton kernels of :mod:`cn3.layers.onlstm_triton`, one launch forward
+  and one backward. They run on fp32 CUDA tensors with Triton installed (and on CPU tensors under
+  Triton's interpreter, for the tests); anywhere else the layer runs ``scan`` (Triton missing: a
+  ``RuntimeWarning``, once per process).
+* ``auto``: ``triton`` on fp32 CUDA tensors up to hidden :data:`TRITON_AUTO_MAX_HIDDEN` where Triton
+  imports, else ``scan``, silently: each where it was measured the faster (docs/benchmarks.md,
+  "Measured on one NVIDIA H100").
 
-Persistent Triton kernels (issue 31, :mod:`cn3.layers.onlstm_triton`): the whole recurrence in one
-launch forward and one backward, each program looping over time for a block of batch rows (the
-backward recomputes the gates of all steps in one product first; the recurrent weight's gradient
-stays one product). With ``CN3_ONLSTM_TRITON`` (environment) or :data:`TRITON_SCAN` at ``always``
-it replaces the step loops wherever it runs: fp32 CUDA tensors with Triton installed (or CPU
-tensors under Triton's interpreter, for the tests); elsewhere the scan runs as above (Triton
-missing: a warning, once). ``auto``, the default, uses it on fp32 CUDA tensors up to hidden 256,
-where one H100 measured it 3.1x faster than the plain scan, and keeps the scan above
-(:func:`_use_triton`, ``bench/gpu_nmt_layers.py``). Its results equal the plain scan's up to fp32
-rounding (4.5e-7 to 7.7e-7 there).
+Mixed precision: under ``torch.autocast`` on CUDA the input projection runs in the autocast dtype and
+the recurrence in the parameters' dtype (fp32), autocast off, so the cell state is never rounded to
+bf16. Under autocast on a device of :data:`AUTOCAST_STEP_LOOP` (the CPU) the layer runs
+:meth:`ONLSTM._step_loop` instead, the recurrence under autograd with autocast's per-operation
+dtypes, whatever ``kernel`` says: there neither was faster at every measured size
+(docs/benchmarks.md, "CPU before and after").
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import torch
@@ -151,182 +140,71 @@ def _backward_steps(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, d_pre: T
 #: than the scan in fp32 (module docstring).
 AUTOCAST_STEP_LOOP = frozenset({"cpu"})
 
-#: ``auto`` (CUDA with Triton), ``always`` or ``never``: when the scan runs its steps through
-#: ``torch.compile`` (module docstring); the environment's ``CN3_ONLSTM_COMPILE`` sets it at import.
-COMPILE_STEPS = os.environ.get("CN3_ONLSTM_COMPILE", "auto")
-_compiled: dict[str, object] = {}  # "forward"/"backward" -> compiled step; "failed" -> the first error
-
-
-def _step_forward(pre: Tensor, step: int, h: Tensor, c: Tensor, wt: Tensor, keep: Tensor | None, nc: int):
-    """Step ``t`` of the recurrence as a pure function (the fused path; :func:`_forward_steps` is the
-    same arithmetic writing into buffers). ``pre (N, B, width)``, ``h, c (B, hidden)``,
-    ``wt (hidden, width)``, ``keep (N, B, 1)`` bool or None (None: step t has no padding). Whole
-    tensors and ``step = t + 2``, not the step's views: a compiled function specialises on the
-    values 0 and 1 of an integer (and of a view's storage offset), and the shift spares two extra
-    compilations. Returns the next ``h, c`` and what the backward reads: ``c^ (B, hidden)``, ``[f, i, o] (B, 3, hidden)``, ``[F, I] (B, 2, nc)``,
-    ``[f^, i^] (B, 2, nc, cs)``, ``tanh(c_t) (B, hidden)`` and the master softmax ``(B, 2, nc)``."""
-    b, hid = c.shape
-    cs, m2, t = hid // nc, 2 * nc, step - 2
-    gates = torch.addmm(pre[t], h, wt)  # W x_t + b + U h_{t-1}
-    p = torch.softmax(gates[:, :m2].view(b, 2, nc), -1)
-    cum = torch.cumsum(p, -1)
-    master = torch.stack([cum[:, 0], 1.0 - cum[:, 1]], 1)  # F = cumax, I = 1 - cumax
-    m = master.unsqueeze(-1)  # (B, 2, nc, 1)
-    overlap = m[:, :1] * m[:, 1:]  # w = F * I
-    s = torch.sigmoid(gates[:, m2:m2 + 3 * hid].view(b, 3, hid))  # f, i, o
-    cand = torch.tanh(gates[:, m2 + 3 * hid:])  # c^
-    hat = torch.addcmul(m - overlap, s[:, :2].view(b, 2, nc, cs), overlap)  # f w + (F - w), i w + (I - w)
-    c_new = torch.addcmul(hat[:, 0] * c.view(b, nc, cs), hat[:, 1], cand.view(b, nc, cs)).view(b, hid)
-    tc = torch.tanh(c_new)
-    h_new = s[:, 2] * tc  # h = o tanh(c)
-    if keep is not None:  # padding keeps the state
-        h_new, c_new = torch.where(keep[t], h_new, h), torch.where(keep[t], c_new, c)
-    return h_new, c_new, cand, s, master, hat, tc, p
-
-
-def _step_backward(step: int, d_hs: Tensor, dh_rec: Tensor, dc: Tensor, table: Tensor, d_o: Tensor, d_tc: Tensor,
-                   probs: Tensor, signed_probs: Tensor, tri: Tensor, weight: Tensor, keep: Tensor | None,
-                   d_master: Tensor | None):
-    """Step ``t`` of :func:`_backward_steps` as a pure function: from the gradients of the state after
-    step t (``dh_rec``, ``dc``; ``d_hs (N, B, hidden)`` the outputs') to ``(d pre_t (B, width),
-    d h_{t-1}, d c_{t-1})``; the factors (``(N, ...)``) are :meth:`_ONLSTMScan.backward`'s, whole
-    tensors and ``step = t + 2`` as in :func:`_step_forward`; ``keep (N, B, 1)`` or None,
-    ``d_master (N, B, nc)`` or None."""
-    b, hid = dc.shape
-    nc, t = probs.shape[-1], step - 2
-    cs = hid // nc
-    dh = d_hs[t] + dh_rec
-    table_t, d_o_t, d_tc_t, probs_t, signed_t = table[t], d_o[t], d_tc[t], probs[t], signed_probs[t]
-    if keep is not None:
-        keep_t = keep[t]  # a padded step passes the state's gradients on to the state before it
-        dh_real, dc_real = torch.where(keep_t, dh, 0.0), torch.where(keep_t, dc, 0.0)
-        carry_h, carry_c = dh - dh_real, dc - dc_real
-        dh, dc = dh_real, dc_real
-    dct = torch.addcmul(dc, dh, d_tc_t)  # d c_t
-    rows = dct.unsqueeze(1) * table_t  # (B, 7, hid): f, i, (o), c^, c_{t-1}, F and I per neuron
-    d_m = rows[:, 5:].reshape(b, 2, nc, cs).sum(-1)  # (B, 2, nc): d F, d I
-    if d_master is not None:
-        d_m = d_m + torch.stack([d_master[t], torch.zeros_like(d_master[t])], 1)
-    rp = torch.matmul(d_m, tri) * signed_t  # d p before the softmax's own backward
-    d_p = torch.addcmul(rp, probs_t, rp.sum(-1, keepdim=True), value=-1.0)
-    d_pre = torch.cat([d_p.reshape(b, 2 * nc), rows[:, 0], rows[:, 1], dh * d_o_t, rows[:, 3]], 1)
-    dh_prev, dc_prev = torch.mm(d_pre, weight), rows[:, 4].contiguous()  # contiguous: one stride, one compile
-    if keep is not None:
-        dh_prev, dc_prev = dh_prev + carry_h, dc_prev + carry_c
-    return d_pre, dh_prev, dc_prev
-
-
-#: ``auto``, ``always`` or ``never``: when the scan runs as the Triton kernels of
-#: :mod:`cn3.layers.onlstm_triton` (``auto``: fp32 CUDA tensors up to :data:`TRITON_AUTO_MAX_HIDDEN`,
-#: :func:`_use_triton`); the environment's ``CN3_ONLSTM_TRITON`` sets it at import. It takes precedence
-#: over :data:`COMPILE_STEPS`.
-TRITON_SCAN = os.environ.get("CN3_ONLSTM_TRITON", "auto")
-#: The widest hidden size ``auto`` gives the kernels. Measured on one H100 (docs/benchmarks.md, forward +
-#: backward, fp32): 7.8 ms against the plain scan's 24.3 at 64 x 25 x 256 (2.5x cuDNN), but 48.4
-#: against 37.9 at 32 x 50 x 512. A program owns 8 batch rows and multiplies its rows' states by the
-#: whole recurrent weight each step, so its serial work grows with hidden^2 while the number of
-#: programs (rows / 8) does not: the wide layer leaves most of the GPU idle. Between 256 and 512 is
-#: unmeasured, so ``auto`` stays with what was.
+#: Values of ``ONLSTM(kernel=...)`` (module docstring): ``auto`` picks per call (:func:`_use_triton`),
+#: ``scan`` and ``triton`` force a kernel.
+KERNELS = ("auto", "scan", "triton")
+#: The widest hidden size ``auto`` gives the Triton kernels; wider layers run the scan, which was the
+#: faster at hidden 512 (docs/benchmarks.md, "Measured on one NVIDIA H100"). Why: a program owns 8
+#: batch rows and multiplies their states by the whole recurrent weight each step, so its serial
+#: work grows with hidden^2 while the number of programs (rows / 8) does not. Widths between 256 and
+#: 512 are unmeasured.
 TRITON_AUTO_MAX_HIDDEN = 256
 _triton_missing: list[str] = []  # the warning, once given
 
 
-def _use_triton(device: torch.device, dtype: torch.dtype, hidden: int) -> bool:
-    """``always``: wherever the kernels run, fp32 on CUDA or on the CPU under Triton's interpreter
-    (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed (else a warning, once).
-    ``auto``: fp32 on CUDA with ``hidden <= TRITON_AUTO_MAX_HIDDEN`` where Triton imports (silently
-    the scan where it does not); never on the CPU, where the scan is faster than the interpreter."""
-    mode = TRITON_SCAN
-    if mode not in ("auto", "always", "never"):
-        raise ValueError(f"CN3_ONLSTM_TRITON must be auto, always or never, got {mode!r}")
-    if mode == "never" or dtype != torch.float32:
+def check_kernel(kernel: str) -> str:
+    """``kernel`` if it is one of :data:`KERNELS`; a ``ValueError`` naming the values otherwise."""
+    if kernel not in KERNELS:
+        raise ValueError(f"ON-LSTM kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    return kernel
+
+
+def _use_triton(kernel: str, device: torch.device, dtype: torch.dtype, hidden: int) -> bool:
+    """Whether a layer of ``kernel`` (one of :data:`KERNELS`) runs the Triton kernels on ``hidden``-wide
+    tensors of ``dtype`` on ``device``.
+
+    ``scan``: never. ``triton``: wherever the kernels run, fp32 on CUDA or on the CPU under Triton's
+    interpreter (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed (else a
+    ``RuntimeWarning``, once per process). ``auto``: fp32 on CUDA with ``hidden <=``
+    :data:`TRITON_AUTO_MAX_HIDDEN` where Triton imports (silently the scan where it does not);
+    never on the CPU, where the scan is faster than the interpreter.
+    """
+    check_kernel(kernel)
+    if kernel == "scan" or dtype != torch.float32:
         return False
-    if mode == "auto" and (device.type != "cuda" or hidden > TRITON_AUTO_MAX_HIDDEN):
+    if kernel == "auto" and (device.type != "cuda" or hidden > TRITON_AUTO_MAX_HIDDEN):
         return False
     try:
         from cn3.layers.onlstm_triton import INTERPRETING  # noqa: PLC0415 - triton is optional
     except ImportError as error:
-        if mode == "always" and not _triton_missing:
+        if kernel == "triton" and not _triton_missing:
             _triton_missing.append(str(error))
-            warnings.warn(f"ON-LSTM: CN3_ONLSTM_TRITON=always but Triton cannot be imported ({error}); "
-                          "running the plain scan", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"ON-LSTM: kernel 'triton' but Triton cannot be imported ({error}); running the "
+                          "plain scan", RuntimeWarning, stacklevel=3)
         return False
     return device.type == "cuda" or (device.type == "cpu" and INTERPRETING)
 
 
-def _use_compiled(device: torch.device) -> bool:
-    """Only under ``always``: measured on one H200 (docs/benchmarks.md), the compiled steps were slower
-    than the plain scan at both NMT shapes (20.4 against 17.4 ms at 64x25x256, 28.0 against 25.2 at
-    32x50x512, forward + backward), so ``auto`` runs the plain scan on every device."""
-    mode = COMPILE_STEPS
-    if mode not in ("auto", "always", "never"):
-        raise ValueError(f"CN3_ONLSTM_COMPILE must be auto, always or never, got {mode!r}")
-    if mode != "always" or "failed" in _compiled:
-        return False
-    return True
-
-
-def _step_fn(name: str):
-    """The compiled :func:`_step_forward` or :func:`_step_backward` (compiled on first use, for all
-    shapes: ``dynamic=True``)."""
-    fn = _compiled.get(name)
-    if fn is None:
-        fn = _compiled[name] = torch.compile(_step_forward if name == "forward" else _step_backward, dynamic=True)
-    return fn
-
-
-def _call_step(name: str, *args):
-    """The compiled step; on any error (compilation needs Triton and a C compiler) a warning, once,
-    and the plain function from then on."""
-    plain = _step_forward if name == "forward" else _step_backward
-    if "failed" not in _compiled:
-        try:
-            return _step_fn(name)(*args)
-        except Exception as error:  # noqa: BLE001 - any compiler failure means: run uncompiled
-            _compiled["failed"] = error
-            warnings.warn(f"ON-LSTM: torch.compile of the recurrence failed ({type(error).__name__}: {error}); "
-                          "running it uncompiled", RuntimeWarning, stacklevel=3)
-    return plain(*args)
-
-
-def _fused_forward(pre: Tensor, wt: Tensor, h0: Tensor, c0: Tensor, keep: Tensor | None, full: int, nc: int):
-    """The forward's step loop through :func:`_call_step`: the buffers of :func:`_forward_steps`
-    (``hs, cg, sig, master, hats, tanh_c``) and the master softmax, stacked once after the loop."""
-    n, b, _ = pre.shape
-    hid = wt.shape[0]
-    # Every step takes the masked variant (a real step's where() picks the new state; fused, it
-    # costs nothing) and contiguous inputs: one compiled variant for all steps and shapes.
-    keep_cols = (pre.new_ones(n, b, 1, dtype=torch.bool) if keep is None else keep.t().unsqueeze(-1).contiguous())
-    pre, h, c = pre.contiguous(), h0.contiguous(), c0.contiguous()
-    steps = []
-    for t in range(n):
-        out = _call_step("forward", pre, t + 2, h, c, wt, keep_cols, nc)
-        h, c = out[0], out[1]
-        steps.append(out)
-    hs_, cs_, cands, sig, master, hats, tanh_c, probs = (list(z) for z in zip(*steps))
-    cg = pre.new_empty(n + 1, b, 2, hid)
-    cg[:, :, 0] = torch.stack([c0] + cs_)  # c_{t-1} at t, the last cell at n
-    cg[:n, :, 1] = torch.stack(cands)
-    return (torch.stack(hs_, 1), cg, torch.stack(sig), torch.stack(master), torch.stack(hats),
-            torch.stack(tanh_c), torch.stack(probs))
-
-
-def _fused_backward(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, table: Tensor, d_o: Tensor, d_tc: Tensor,
-                    probs: Tensor, signed_probs: Tensor, tri: Tensor, weight: Tensor, keep: Tensor | None,
-                    full: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The backward's step loop through :func:`_call_step`: ``(d pre (N, B, width), d h0, d c0)``."""
-    n, b = d_hs.shape[1], d_hs.shape[0]
-    keep_cols = (d_hs.new_ones(n, b, 1, dtype=torch.bool) if keep is None
-                 else keep.t().unsqueeze(-1).contiguous())  # as in _fused_forward
-    d_hs, dc = d_hs.transpose(0, 1).contiguous(), d_c.contiguous()  # time first, like the factors
-    d_master = None if d_master is None else d_master.transpose(0, 1).contiguous()
-    dh_rec = torch.zeros_like(dc)
-    rows = []
-    for t in range(n - 1, -1, -1):
-        row, dh_rec, dc = _call_step("backward", t + 2, d_hs, dh_rec, dc, table, d_o, d_tc, probs, signed_probs,
-                                     tri, weight, keep_cols, d_master)
-        rows.append(row)
-    return torch.stack(rows[::-1]), dh_rec, dc
+def _recompute_gates(pre: Tensor, h: Tensor, c: Tensor, wt: Tensor, nc: int):
+    """One step of the recurrence for ``R`` independent rows (the Triton backward passes every step
+    of every sentence as a row): ``pre (R, width)`` the input projections, ``h, c (R, hidden)`` the
+    state before the step, ``wt (hidden, width)``. The arithmetic of :func:`_forward_steps` without
+    padding (a padded step's factors are never read). Returns ``c^ (R, hidden)``, ``[f, i, o]
+    (R, 3, hidden)``, ``[F, I] (R, 2, nc)``, ``[f^, i^] (R, 2, nc, cs)``, ``tanh(c_t) (R, hidden)``
+    and the master gates' softmax ``(R, 2, nc)``."""
+    r, hid = c.shape
+    cs, m2 = hid // nc, 2 * nc
+    gates = torch.addmm(pre, h, wt)  # W x_t + b + U h_{t-1}
+    p = torch.softmax(gates[:, :m2].view(r, 2, nc), -1)
+    cum = torch.cumsum(p, -1)
+    master = torch.stack([cum[:, 0], 1.0 - cum[:, 1]], 1)  # F = cumax, I = 1 - cumax
+    m = master.unsqueeze(-1)  # (R, 2, nc, 1)
+    overlap = m[:, :1] * m[:, 1:]  # w = F * I
+    s = torch.sigmoid(gates[:, m2:m2 + 3 * hid].view(r, 3, hid))  # f, i, o
+    cand = torch.tanh(gates[:, m2 + 3 * hid:])  # c^
+    hat = torch.addcmul(m - overlap, s[:, :2].view(r, 2, nc, cs), overlap)  # f w + (F - w), i w + (I - w)
+    c_new = torch.addcmul(hat[:, 0] * c.view(r, nc, cs), hat[:, 1], cand.view(r, nc, cs))
+    return cand, s, master, hat, torch.tanh(c_new).view(r, hid), p
 
 
 class _ONLSTMScan(torch.autograd.Function):
@@ -335,51 +213,45 @@ class _ONLSTMScan(torch.autograd.Function):
     Inputs: ``pre (N, B, width)`` the input projections (bias included, time first),
     ``weight (width, hidden)`` the recurrent matrix, the initial state ``h0, c0 (B, hidden)``,
     ``keep (B, N)`` bool or None (padding; a padded step keeps the state), ``full``: the steps
-    before it have no padding, ``n_chunks``, ``return_master``. Outputs: the states
-    ``hs (B, N, hidden)``, the last cell ``c (B, hidden)`` and the master forget gates
-    ``(B, N, n_chunks)`` (empty unless ``return_master``).
+    before it have no padding, ``n_chunks``, ``return_master``, and ``kernel`` (one of
+    :data:`KERNELS`, default ``auto``). Outputs: the states ``hs (B, N, hidden)``, the last cell
+    ``c (B, hidden)`` and the master forget gates ``(B, N, n_chunks)`` (empty unless
+    ``return_master``). The forward's arithmetic is :meth:`ONLSTM.cell`'s; gradients equal
+    autograd's over the step loop up to rounding.
 
-    Autograd over a step loop records ~20 nodes per step and runs ~40 small backward kernels and
-    a weight-gradient product per step. Here the forward records nothing and writes into
-    preallocated buffers, multiplying by a contiguous copy of ``weight.T`` (on this machine's CPU
-    20-40% faster per step than the transposed view); the backward computes every factor that
-    does not depend on the incoming gradient for all steps at once, so that a step is ~12
-    kernels (one product of ``d c_t`` with a ``(7, hidden)`` table gives the gradients of the
-    inputs of ``f, i, c^``, of ``c_{t-1}`` and of the master gates per neuron), and the recurrent
-    weight's gradient is one product over all steps. The forward's arithmetic is
-    :meth:`ONLSTM.cell`'s (the same results); gradients equal autograd's up to rounding.
+    Why a Function: autograd over a step loop records ~20 nodes per step and runs ~40 small backward
+    kernels and a weight-gradient product per step. Here the forward records nothing and writes into
+    preallocated buffers (multiplying by a contiguous copy of ``weight.T``, faster per step on the
+    CPU than the transposed view); the backward computes every factor that does not depend on the
+    incoming gradient for all steps at once (:func:`_backward_factors`), so that a step is about a
+    dozen kernels, and the recurrent weight's gradient is one product over all steps.
 
-    Which step loops run (``ctx.impl``, module docstring): ``scan`` (:func:`_forward_steps`,
-    :func:`_backward_steps`), ``compiled`` (:func:`_fused_forward`, :func:`_fused_backward`) or
-    ``triton`` (:mod:`cn3.layers.onlstm_triton`, which saves only the input, the states and the
-    cells; its backward recomputes the rest, :func:`_triton_backward`).
+    Which step loops run (``ctx.impl``, :func:`_use_triton`): ``scan`` (:func:`_forward_steps`,
+    :func:`_backward_steps`) or ``triton`` (:mod:`cn3.layers.onlstm_triton`, which saves only the
+    input, the states and the cells; its backward recomputes the rest, :func:`_triton_backward`).
     """
 
     @staticmethod
     def forward(ctx, pre: Tensor, weight: Tensor, h0: Tensor, c0: Tensor, keep: Tensor | None, full: int,
-                n_chunks: int, return_master: bool):
+                n_chunks: int, return_master: bool, kernel: str = "auto"):
         n, b, _ = pre.shape
         nc, hid = n_chunks, weight.shape[1]
         wt = weight.t().contiguous()
         ctx.full, ctx.n_chunks = full, nc
-        ctx.impl = ("triton" if _use_triton(pre.device, pre.dtype, hid)
-                    else "compiled" if _use_compiled(pre.device) else "scan")
+        ctx.impl = "triton" if _use_triton(kernel, pre.device, pre.dtype, hid) else "scan"
         if ctx.impl == "triton":
             from cn3.layers.onlstm_triton import scan_forward  # noqa: PLC0415 - needs triton: only on this path
             hs, cells, masters = scan_forward(pre, wt, h0, c0, keep, nc, return_master)
             ctx.save_for_backward(weight, h0, keep, hs, pre, wt, cells)
             return hs, cells[n].clone(), masters
-        if ctx.impl == "compiled":
-            hs, cg, sig, master, hats, tanh_c, probs = _fused_forward(pre, wt, h0, c0, keep, full, nc)
-        else:
-            hs = pre.new_empty(b, n, hid)  # the states; a real step's state is its output
-            cg = pre.new_empty(n + 1, b, 2, hid)  # [c_{t-1}, c^_t] at t; the last cell at [n, :, 0]
-            cg[0, :, 0] = c0
-            sig = pre.new_empty(n, b, 3, hid)  # f, i, o
-            master = pre.new_empty(n, b, 2, nc)  # F, I
-            hats = pre.new_empty(n, b, 2, nc, hid // nc)  # f^, i^
-            tanh_c = pre.new_empty(n, b, hid)
-            probs = _forward_steps(pre, wt, h0, hs, cg, sig, master, hats, tanh_c, keep, full, nc)
+        hs = pre.new_empty(b, n, hid)  # the states; a real step's state is its output
+        cg = pre.new_empty(n + 1, b, 2, hid)  # [c_{t-1}, c^_t] at t; the last cell at [n, :, 0]
+        cg[0, :, 0] = c0
+        sig = pre.new_empty(n, b, 3, hid)  # f, i, o
+        master = pre.new_empty(n, b, 2, nc)  # F, I
+        hats = pre.new_empty(n, b, 2, nc, hid // nc)  # f^, i^
+        tanh_c = pre.new_empty(n, b, hid)
+        probs = _forward_steps(pre, wt, h0, hs, cg, sig, master, hats, tanh_c, keep, full, nc)
         ctx.save_for_backward(weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs)
         masters = master[:, :, 0].transpose(0, 1).contiguous() if return_master else pre.new_empty(0)
         return hs, cg[n, :, 0].clone(), masters
@@ -398,20 +270,16 @@ class _ONLSTMScan(torch.autograd.Function):
             # F = cumsum(p_F), I = 1 - cumsum(p_I): the reverse cumsum is a product with a triangle
             signed_probs = probs * probs.new_tensor([[1.0], [-1.0]])
             tri = torch.ones(nc, nc, dtype=hs.dtype, device=hs.device).tril()
-            if ctx.impl == "compiled" and "failed" not in _compiled:
-                d_pre, dh_rec, dc = _fused_backward(d_hs, d_c, d_master, table, d_o, d_tc, probs, signed_probs, tri,
-                                                    weight, keep, full)
-            else:
-                b, n, hid = hs.shape
-                d_pre = hs.new_empty(n, b, weight.shape[0] + 3 * hid)  # the gates' inputs, d c_{t-1}, d F, d I
-                dh_rec, dc = _backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed_probs, tri,
-                                             weight, keep, full, nc)
-                d_pre = d_pre[:, :, :weight.shape[0]]
+            b, n, hid = hs.shape
+            d_pre = hs.new_empty(n, b, weight.shape[0] + 3 * hid)  # the gates' inputs, d c_{t-1}, d F, d I
+            dh_rec, dc = _backward_steps(d_hs, d_c, d_master, d_pre, table, d_o, d_tc, probs, signed_probs, tri,
+                                         weight, keep, full, nc)
+            d_pre = d_pre[:, :, :weight.shape[0]]
         d_weight = None
         if ctx.needs_input_grad[1]:
             n, b, width = d_pre.shape
             d_weight = d_pre.reshape(n * b, width).t().mm(_previous_states(h0, hs).reshape(n * b, -1))
-        return d_pre, d_weight, dh_rec, dc, None, None, None, None
+        return d_pre, d_weight, dh_rec, dc, None, None, None, None, None  # the last: kernel (optional)
 
 
 def _previous_states(h0: Tensor, hs: Tensor) -> Tensor:
@@ -465,7 +333,7 @@ def _triton_backward(pre: Tensor, wt: Tensor, weight: Tensor, h0: Tensor, keep: 
                      cells: Tensor, d_hs: Tensor, d_c: Tensor, d_master: Tensor | None,
                      nc: int) -> tuple[Tensor, Tensor, Tensor]:
     """The backward of the Triton forward: every step's gates recomputed at once from the saved
-    states (:func:`_step_forward` over ``N B`` rows: one product ``h_{t-1} U^T`` for all steps),
+    states (:func:`_recompute_gates` over ``N B`` rows: one product ``h_{t-1} U^T`` for all steps),
     their factors (:func:`_backward_factors`), then the step loop in one launch
     (:func:`cn3.layers.onlstm_triton.scan_backward`). ``cells (N + 1, B, hidden)`` holds ``c_0`` and
     the cell after each step; returns ``(d pre (N, B, width), d h0, d c0)``."""
@@ -473,9 +341,8 @@ def _triton_backward(pre: Tensor, wt: Tensor, weight: Tensor, h0: Tensor, keep: 
     n, b, width = pre.shape
     hid = wt.shape[0]
     prev_c = cells[:n]
-    _, _, cand, sig, master, hats, tanh_c, probs = _step_forward(
-        pre.reshape(1, n * b, width), 2, _previous_states(h0, hs).reshape(n * b, hid), prev_c.reshape(n * b, hid),
-        wt, None, nc)
+    cand, sig, master, hats, tanh_c, probs = _recompute_gates(
+        pre.reshape(n * b, width), _previous_states(h0, hs).reshape(n * b, hid), prev_c.reshape(n * b, hid), wt, nc)
     table, d_o, d_tc = _backward_factors(sig.view(n, b, 3, hid), master.view(n, b, 2, nc),
                                          hats.view(n, b, 2, nc, hid // nc), tanh_c.view(n, b, hid),
                                          torch.stack([prev_c, cand.view(n, b, hid)], 2))
@@ -501,6 +368,12 @@ class ONLSTM(nn.Module):
             (``chunk_size == hidden``) the master input gate ``1 - cumax`` is 0 at every step and the
             cell outputs zeros; the encoders' configs refuse it, the layer allows it (its kernels'
             tests cover that edge).
+        kernel: the recurrence's kernel, one of :data:`KERNELS` (module docstring; ``auto`` picks
+            per call): how it runs, not what it computes. An attribute, so it may be changed after
+            construction (checked again at each call).
+
+    Raises:
+        ValueError: ``hidden`` is not a multiple of ``chunk_size``, or ``kernel`` is unknown.
 
     Gate layout of the projections: ``[F (n_chunks), I (n_chunks), f, i, o, c^ (hidden each)]``.
 
@@ -510,10 +383,11 @@ class ONLSTM(nn.Module):
     and gates) and the tests compare against.
     """
 
-    def __init__(self, input_size: int, hidden: int, chunk_size: int = 8):
+    def __init__(self, input_size: int, hidden: int, chunk_size: int = 8, kernel: str = "auto"):
         super().__init__()
         if hidden % chunk_size:
             raise ValueError(f"hidden {hidden} is not a multiple of chunk_size {chunk_size}")
+        self.kernel = check_kernel(kernel)  # now, not at the first batch
         self.input_size, self.hidden, self.chunk_size = input_size, hidden, chunk_size
         self.n_chunks = hidden // chunk_size
         width = 2 * self.n_chunks + 4 * hidden
@@ -570,7 +444,7 @@ class ONLSTM(nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 hs, c, masters = _ONLSTMScan.apply(pre.to(weight.dtype), weight, h.to(weight.dtype),
                                                    c.to(weight.dtype), keep if full < n else None, full,
-                                                   self.n_chunks, return_master)
+                                                   self.n_chunks, return_master, self.kernel)
             out = hs if full == n else hs.masked_fill(~keep.unsqueeze(-1), 0.0)
             state = (hs[:, -1].contiguous(), c)
             return (out, state, masters) if return_master else (out, state)
@@ -602,7 +476,8 @@ class ONLSTM(nn.Module):
         return out, (h, c)
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden}, chunk_size={self.chunk_size}"
+        kernel = f", kernel={self.kernel}" if self.kernel != "auto" else ""
+        return f"{self.input_size}, {self.hidden}, chunk_size={self.chunk_size}{kernel}"
 
 
 class RecurrentStack(nn.Module):
@@ -619,6 +494,8 @@ class RecurrentStack(nn.Module):
         residual: each layer after the first adds its input to its output (``x_{l+1} = x_l + f_l(x_l)``,
             Wu et al. 2016, GNMT): without it a deep stack learns slowly (hao-table1's 6-layer LSTM
             reached 9.3 dev BLEU on Multi30k after 16 epochs without it, 35.6-35.8 with it).
+        kernel: every ON-LSTM layer's ``kernel`` (:data:`KERNELS`); ``lstm`` cells take only
+            ``auto`` (a ``ValueError`` otherwise: nothing there would read it).
 
     Init: ON-LSTM as :meth:`ONLSTM.reset_parameters`; ``nn.LSTM`` keeps torch's standard
     ``U(-1/sqrt(h), 1/sqrt(h))``.
@@ -626,15 +503,18 @@ class RecurrentStack(nn.Module):
 
     def __init__(self, d_model: int, layers: int, cell: str = "onlstm", chunk_size: int = 8,
                  bidirectional: bool = False, dropout: float = 0.0, in_dim: int | None = None,
-                 residual: bool = False):
+                 residual: bool = False, kernel: str = "auto"):
         super().__init__()
+        check_kernel(kernel)
+        if cell == "lstm" and kernel != "auto":
+            raise ValueError(f"kernel {kernel!r} is an ON-LSTM setting; an lstm stack takes only 'auto'")
         self.cell, self.bidirectional, self.dropout, self.residual = cell, bidirectional, dropout, residual
         width = d_model // 2 if bidirectional else d_model
         directions = 2 if bidirectional else 1
         inputs = [in_dim or d_model] + [d_model] * (layers - 1)
         if cell == "onlstm":
             self.layers = nn.ModuleList(
-                nn.ModuleList(ONLSTM(n_in, width, chunk_size) for _ in range(directions)) for n_in in inputs)
+                nn.ModuleList(ONLSTM(n_in, width, chunk_size, kernel) for _ in range(directions)) for n_in in inputs)
         elif cell == "lstm":
             self.layers = nn.ModuleList(
                 LSTM(n_in, width, batch_first=True, bidirectional=bidirectional) for n_in in inputs)

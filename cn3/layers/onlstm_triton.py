@@ -1,4 +1,5 @@
-"""ON-LSTM's recurrence as two persistent Triton kernels, forward and backward (issue 31, point 4).
+"""ON-LSTM's recurrence as two persistent Triton kernels, forward and backward: the ``triton`` kernel
+of :class:`cn3.layers.onlstm.ONLSTM` (``kernel``; a run's ``model.rnn.onlstm_kernel``).
 
 The sequential part of :class:`cn3.layers.onlstm._ONLSTMScan` (Shen et al., eq. 3-9): per time step
 the recurrent product ``h_{t-1} U`` added to the precomputed input projection, the master gates'
@@ -48,8 +49,9 @@ run on CPU tensors with :data:`INTERPRETER_TILES` (``tests/onlstm_interpreter_ca
 subprocess by ``tests/test_onlstm_triton.py``). On a GPU the tiles are :data:`FWD_TILE` and
 :data:`BWD_TILE`; each hidden size compiles once (seconds; Triton caches the binaries on disk).
 ``tests/test_onlstm_triton.py`` also compiles both kernels for sm_90 without a GPU (Triton's bundled
-``ptxas``): type and layout errors the interpreter cannot see, and register spills. Unmeasured on a
-GPU so far: ``bench/gpu_nmt_layers.py`` times it (the ``onlstm-triton`` column).
+``ptxas``): type and layout errors the interpreter cannot see, and register spills.
+``bench/gpu_nmt_layers.py`` times it on a GPU (the ``onlstm-triton`` column; docs/benchmarks.md,
+"Measured on one NVIDIA H100").
 """
 
 from __future__ import annotations

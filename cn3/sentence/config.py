@@ -69,6 +69,11 @@ class ModelConfig:
     * ``position_dim``: embeds each word's position in its sentence (``min(i, 100)``) as a node
       attribute, like ``pos_dim``: it joins ``x`` for every encoder and ``v`` for CN3's energy.
 
+    ``attention_impl`` (``auto``, ``blockwise``, ``dense``, ``fused``) picks how the CN3 layers' energy
+    runs, not what it computes (an execution option, :mod:`cn3.encoders.options`; see
+    :mod:`cn3.layers.dynamic_graph`); ``rnn.onlstm_kernel`` (``auto``, ``scan``, ``triton``) does the
+    same for ON-LSTM layers (:mod:`cn3.layers.onlstm`). ``auto`` picks by device and size.
+
     The baselines are other encoders behind the same heads and trainer: ``nbow``, ``cnn``, ``rnn``,
     ``lstm``, ``treelstm``, ``pdgraph``, ``selfatt1``, ``selfatt2``, ``transformer`` (SelfAtt3),
     ``hybrid``/``local`` (Xu et al.), ``onlstm``, ``onlstm_san``/``lstm_san`` (Hao et al.).
@@ -110,6 +115,7 @@ class ModelConfig:
     edge_dim: int = 32
     energy_heads: int = 1
     relative_positions: int = 0
+    attention_impl: Literal["auto", "blockwise", "dense", "fused"] = "auto"
     position_dim: int = 0
     heads: int = 4
     ff: int = 0
