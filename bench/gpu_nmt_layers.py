@@ -14,11 +14,10 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
    the CPU runs, so that the gain of the SDPA path is measured beside it.
 2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against
    ``torch.nn.LSTM`` of the same width (cuDNN on CUDA), full rows, at 64x25x256 and 32x50x512. Target:
-   ON-LSTM / LSTM <= 3. ``onlstm`` is the default (``CN3_ONLSTM_COMPILE`` and ``CN3_ONLSTM_TRITON`` as
-   the environment sets them; unset, the Triton kernels on CUDA up to hidden 256 and the plain scan
-   above, :func:`cn3.layers.onlstm._use_triton`), ``onlstm-plain`` the plain scan (both ``never``)
-   and, on CUDA with Triton, ``onlstm-triton`` the persistent Triton kernels
-   (:mod:`cn3.layers.onlstm_triton`, ``CN3_ONLSTM_TRITON=always``) on the same weights, with the
+   ON-LSTM / LSTM <= 3. ``onlstm`` is the default (``kernel="auto"``: the Triton kernels on CUDA up to
+   hidden 256 and the plain scan above, :func:`cn3.layers.onlstm._use_triton`), ``onlstm-plain`` the
+   plain scan (``kernel="scan"``) and, on CUDA with Triton, ``onlstm-triton`` the persistent Triton
+   kernels (:mod:`cn3.layers.onlstm_triton`, ``kernel="triton"``) on the same weights, with the
    largest difference of its output and input gradient from the plain scan's (``triton_max_diff``, one
    fp32 call: a check on the kernels' barriers at real sizes). The first calls of the default and of
    the Triton kernels compile them; those times are reported as ``compile_s`` and
@@ -146,23 +145,20 @@ def bf16_over_fp32(ms: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 class Pinned(nn.Module):
-    """Runs ``module`` with ON-LSTM's recurrence settings pinned: ``compile`` for
-    ``onlstm.COMPILE_STEPS``, ``triton`` for ``onlstm.TRITON_SCAN`` (``onlstm-plain``: both ``never``;
-    ``onlstm-triton``: ``triton="always"``)."""
+    """Runs ``module`` (an :class:`~cn3.layers.onlstm.ONLSTM`, shared with the ``onlstm`` column, so the
+    same weights) with its ``kernel`` set to ``kernel`` for the call: ``scan`` for ``onlstm-plain``,
+    ``triton`` for ``onlstm-triton``."""
 
-    def __init__(self, module: nn.Module, compile: str = "never", triton: str = "never"):
+    def __init__(self, module: nn.Module, kernel: str = "scan"):
         super().__init__()
-        self.module, self.settings = module, {"COMPILE_STEPS": compile, "TRITON_SCAN": triton}
+        self.module, self.kernel = module, kernel
 
     def forward(self, *args):
-        saved = {name: getattr(onlstm, name) for name in self.settings}
-        for name, value in self.settings.items():
-            setattr(onlstm, name, value)
+        saved, self.module.kernel = self.module.kernel, self.kernel
         try:
             return self.module(*args)
         finally:
-            for name, value in saved.items():
-                setattr(onlstm, name, value)
+            self.module.kernel = saved
 
 
 def triton_available(device: torch.device) -> bool:
@@ -230,11 +226,11 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
         modules = {"lstm": nn.LSTM(d, d, batch_first=True), "onlstm": ONLSTM(d, d, chunk_size=8)}
         modules["onlstm-plain"] = Pinned(modules["onlstm"])
         if triton_available(device):
-            modules["onlstm-triton"] = Pinned(modules["onlstm"], triton="always")
+            modules["onlstm-triton"] = Pinned(modules["onlstm"], kernel="triton")
         modules = {k: m.to(device).train() for k, m in modules.items()}
         inputs = {k: (x,) if k == "lstm" else (x, mask) for k in modules}
-        # the first calls of the compiled steps (if the default compiles) and of the Triton kernels
-        # compile them (once per process): timed apart
+        # the first calls of the Triton kernels (the default's, where auto picks them, and the Triton
+        # column's) compile them (once per process): timed apart
         first_calls = {}
         for name in ("onlstm", "onlstm-triton"):
             begin = time.perf_counter()
@@ -257,7 +253,8 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
                          **ratios(t, [("onlstm", "lstm"), ("onlstm-plain", "lstm"), ("onlstm-triton", "lstm"),
                                       ("onlstm-triton", "onlstm-plain")]),
                          **(triton_diff if "onlstm-triton" in t else {}),
-                         "compiled_steps": onlstm._use_compiled(device), "compile_s": first_calls["onlstm"],
+                         "default_kernel": "triton" if onlstm._use_triton("auto", device, torch.float32, d) else "scan",
+                         "compile_s": first_calls["onlstm"],
                          **(bf16_over_fp32(ms) if precision == "bf16" else {}),
                          **({"not_supported": skipped[precision]} if skipped[precision] else {})})
     return rows
@@ -319,7 +316,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nrecurrent layer (full rows): ON-LSTM / nn.LSTM, target <= {ONLSTM_TARGET}")
     for r in rnn:
         print(f"  {r['shape']:<11} {r['precision']}  LSTM {shown_ms(r, 'lstm')}  ON-LSTM {shown_ms(r, 'onlstm')} "
-              f"({shown_ratio(r, 'onlstm/lstm')}, compiled steps: {r['compiled_steps']}, first calls "
+              f"({shown_ratio(r, 'onlstm/lstm')}, kernel: {r['default_kernel']}, first calls "
               f"{r['compile_s']:.1f} s)  plain scan {shown_ms(r, 'onlstm-plain')} "
               f"({shown_ratio(r, 'onlstm-plain/lstm')})"
               + (f"  Triton {r['onlstm-triton_ms']:7.3f} ({shown_ratio(r, 'onlstm-triton/lstm')}, max |diff| "

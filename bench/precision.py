@@ -129,11 +129,11 @@ def _against(reference, candidate):
 def sentence_steps(args) -> None:
     from cn3.sentence.batching import item_lengths, make_batch
     from cn3.bucketing import bucketed_batches
-    from cn3.loop import make_optimizer
+    from cn3.train.optim import make_optimizer
     from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
     from cn3.sentence.resolve import resolve_config
     from cn3.runtime import autocast, seed_everything
-    from cn3.sentence.trainer import ensure_prepared
+    from cn3.sentence.prepared import ensure_prepared
     from data_prep.dataset import load_prepared
 
     cfg = resolve_config("snli", None, {}, [])
@@ -165,9 +165,9 @@ def sentence_steps(args) -> None:
 def translation_steps(args) -> None:
     from cn3.nmt.config import config_from_dict
     from cn3.nmt.data import Tokenizer, encode_pairs, load_split, make_batch
-    from cn3.nmt.trainer import token_lengths
+    from cn3.nmt.task import token_lengths
     from cn3.bucketing import bucketed_batches
-    from cn3.loop import make_optimizer
+    from cn3.train.optim import make_optimizer
     from cn3.nmt.transformer import ModelArgs, Seq2Seq
     from cn3.runtime import autocast, seed_everything
     import yaml

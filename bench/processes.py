@@ -210,7 +210,7 @@ class Counter:
         if task == "trec":
             from cn3.config import from_dict
             from cn3.sentence.config import RunConfig
-            from cn3.sentence.trainer import SentenceTask
+            from cn3.sentence.task import SentenceTask
             from data_prep.dataset import load_prepared
 
             cfg = from_dict(RunConfig, config)
@@ -218,7 +218,7 @@ class Counter:
         else:
             from cn3.nmt.config import config_from_dict
             from cn3.nmt.data import Tokenizer, encode_pairs, load_split
-            from cn3.nmt.trainer import TranslationTask
+            from cn3.nmt.task import TranslationTask
 
             cfg = config_from_dict(config)
             tok = Tokenizer.from_dir(run_dir)
@@ -346,7 +346,7 @@ def write_val(out: Path) -> None:
 
 def prepare_trec(prepared: Path) -> Path:
     from cn3.sentence.resolve import resolve_config
-    from cn3.sentence.trainer import ensure_prepared
+    from cn3.sentence.prepared import ensure_prepared
 
     return ensure_prepared(resolve_config("trec", None, {}, [f"data.prepared={prepared}"]))
 

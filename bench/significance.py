@@ -27,7 +27,8 @@ import torch
 from cn3.metrics import accuracy
 from cn3.run_dir import RunDir
 from cn3.stats import paired_test, welch
-from cn3.sentence.trainer import ensure_prepared, load_model, predict
+from cn3.sentence.prepared import ensure_prepared
+from cn3.sentence.inference import load_model, predict
 from data_prep.dataset import load_prepared
 
 

@@ -8,12 +8,11 @@ from contextlib import contextmanager
 import typer
 from rich.markup import escape
 
-from cn3.config import ConfigError
 from cn3.util.console import console
-from cn3.util.errors import DataError
+from cn3.util.errors import Cn3Error
 
 #: Error types whose message is meant for the user (file, line, what was expected).
-USER_ERRORS: tuple[type[Exception], ...] = (DataError, ConfigError)
+USER_ERRORS: tuple[type[Exception], ...] = (Cn3Error,)
 
 
 @contextmanager
@@ -23,7 +22,7 @@ def user_errors() -> Iterator[None]:
     except USER_ERRORS as err:
         console.quiet = False  # a torchrun rank other than 0 is quiet, but not about its own error
         console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: nothing was written")
         raise typer.Exit(130) from None

@@ -67,7 +67,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 4 -m cli nmt train --encoder hybrid   # 4 processes (README: Scaling up)
     """
-    from cn3.nmt.trainer import train
+    from cn3.train.trainer import train
 
     with user_errors():
         if (src is None) != (tgt is None):
@@ -114,7 +114,7 @@ def translate_command(
         cn3 nmt translate RUN --file sentences.en --beam 5 > sentences.de
     """
     from cn3.nmt.search import translate_lines
-    from cn3.nmt.trainer import load_run, sentence_progress
+    from cn3.nmt.inference import load_run, sentence_progress
     from cn3.runtime import resolve_device
 
     with user_errors():
@@ -146,7 +146,7 @@ def evaluate_command(
     """
     from cn3.util.atomic import atomic_write_text
     from cn3.nmt.data import canonical_split, load_split, read_parallel
-    from cn3.nmt.trainer import load_run, score_pairs
+    from cn3.nmt.inference import load_run, score_pairs
     from cn3.runtime import resolve_device
 
     with user_errors():
@@ -192,7 +192,7 @@ def gates_command(
     from cn3.config import ConfigError
     from cn3.nmt.analysis import collect_gates, has_gates, plot_gates, tag_words
     from cn3.nmt.data import canonical_split, load_split
-    from cn3.nmt.trainer import load_run
+    from cn3.nmt.inference import load_run
     from cn3.runtime import resolve_device
 
     with user_errors():

@@ -49,7 +49,7 @@ def edges_command(
     from cn3.sentence.inference import run_vectors
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import load_model
+    from cn3.sentence.inference import load_model
     from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
                                write_output)
     from cn3.visualize.edges import hub_line

@@ -15,14 +15,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from cn3.util.errors import ConfigError
+
 T = TypeVar("T")
 
 #: The shipped configs (package data): one per sentence task, ``nmt/`` for translation, ``experiments/``
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-
-
-class ConfigError(Exception):
-    """A bad configuration: unknown key, wrong type, invalid value. The message names the key."""
 
 
 def _type_name(tp) -> str:

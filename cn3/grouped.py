@@ -109,7 +109,7 @@ def grouped_scores(keys: list, gold: list, pred: list, level: str, tag_scheme: s
     """Score every group of items with the task's metric, groups sorted by key.
 
     ``keys`` (:func:`group_keys`), ``gold`` and ``pred`` are per item, in one order (``gold`` and
-    ``pred`` as :func:`cn3.sentence.trainer.gold_and_predictions` returns them). ``seen``: the keys of the
+    ``pred`` as :func:`cn3.sentence.inference.gold_and_predictions` returns them). ``seen``: the keys of the
     training items, to mark the groups outside them; ``None`` marks nothing.
     """
     members: dict = {}

@@ -49,7 +49,7 @@ from pathlib import Path
 import yaml
 from rich.text import Text
 
-from cn3.config import ConfigError
+from cn3.util.errors import RunError
 from cn3.util.atomic import atomic_write, atomic_write_text
 from cn3.util.console import console
 from cn3.util.locking import exclusive_now, held
@@ -101,7 +101,7 @@ class RunDir:
             yield
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        busy = ConfigError(f"another process is training into {self.path} (it holds {self.lock.name}); "
+        busy = RunError(f"another process is training into {self.path} (it holds {self.lock.name}); "
                            "wait for it to finish or stop it, then run again")
         with exclusive_now(self.lock, busy):
             yield
@@ -112,10 +112,10 @@ class RunDir:
 
     def create(self, config: dict, resume: bool) -> None:
         if self.latest.exists() and not resume:
-            raise ConfigError(f"{self.path} already holds a run; pass --resume to continue it or choose "
+            raise RunError(f"{self.path} already holds a run; pass --resume to continue it or choose "
                               "another --run-dir")
         if resume and not self.latest.exists():
-            raise ConfigError(f"nothing to resume in {self.path} (no latest.pt)")
+            raise RunError(f"nothing to resume in {self.path} (no latest.pt)")
         if not self.writes:
             return
         self.path.mkdir(parents=True, exist_ok=True)
@@ -127,6 +127,14 @@ class RunDir:
         console.print(message)
         with open(self.log_file, "a", encoding="utf-8") as handle:
             handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {Text.from_markup(message).plain}\n")
+
+    def log_results(self, results: dict) -> None:
+        """The log's last line: ``results:`` and the final results as ``results.json`` has them
+        (not printed: the trainer prints them as a table)."""
+        if not self.writes:
+            return
+        with open(self.log_file, "a", encoding="utf-8") as handle:
+            handle.write(f"results: {json.dumps(results, ensure_ascii=False)}\n")
 
     def append_metrics(self, record: dict) -> None:
         if not self.writes:
@@ -150,9 +158,9 @@ class RunDir:
     def require(self) -> None:
         """For evaluate/predict/visualize: the run must exist and hold a model."""
         if not self.path.is_dir():
-            raise ConfigError(f"run directory not found: {self.path}")
+            raise RunError(f"run directory not found: {self.path}")
         if not self.best.is_file() and not self.latest.is_file():
-            raise ConfigError(f"{self.path} holds no checkpoint (best.pt/latest.pt); train it first with cn3 train")
+            raise RunError(f"{self.path} holds no checkpoint (best.pt/latest.pt); train it first with cn3 train")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -206,28 +214,28 @@ def _decode(payload, kind: str, path: Path) -> tuple[list, list]:
     """The inverse of :func:`_encode`, checking every field (a bad file names itself and the field)."""
     if not isinstance(payload, dict) or payload.get("format") != PREDICTIONS_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise ConfigError(f"{path}: not a cn3 predictions file (format {found!r}, expected {PREDICTIONS_FORMAT!r} "
+        raise RunError(f"{path}: not a cn3 predictions file (format {found!r}, expected {PREDICTIONS_FORMAT!r} "
                           f"or {SHARED_GOLD_FORMAT!r})")
     if payload.get("kind") != kind:
-        raise ConfigError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
+        raise RunError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
     gold, pred = payload.get("gold"), payload.get("pred")
     if not (isinstance(gold, list) and isinstance(pred, list)) or len(gold) != len(pred):
-        raise ConfigError(f'{path}: "gold" and "pred" must be lists of one length')
+        raise RunError(f'{path}: "gold" and "pred" must be lists of one length')
     if kind == "text":
         if not all(isinstance(x, str) for x in gold + pred):
-            raise ConfigError(f'{path}: "gold" and "pred" must be sentences (strings)')
+            raise RunError(f'{path}: "gold" and "pred" must be sentences (strings)')
         return gold, pred
     labels = payload.get("labels")
     if not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
-        raise ConfigError(f'{path}: "labels" must be a list of strings')
+        raise RunError(f'{path}: "labels" must be a list of strings')
     if not all(isinstance(x, int) and 0 <= x < len(labels) for x in gold + pred):
-        raise ConfigError(f'{path}: "gold" and "pred" must be ids into "labels" (0..{len(labels) - 1})')
+        raise RunError(f'{path}: "gold" and "pred" must be ids into "labels" (0..{len(labels) - 1})')
     if kind == "labels":
         return [labels[i] for i in gold], [labels[i] for i in pred]
     lengths = payload.get("lengths")
     if not (isinstance(lengths, list) and all(isinstance(n, int) and n >= 0 for n in lengths)) \
             or sum(lengths) != len(gold):
-        raise ConfigError(f'{path}: "lengths" must be one count per sentence summing to the {len(gold):,} tags')
+        raise RunError(f'{path}: "lengths" must be one count per sentence summing to the {len(gold):,} tags')
     out_gold, out_pred, at = [], [], 0
     for n in lengths:
         out_gold.append([labels[i] for i in gold[at:at + n]])
@@ -246,20 +254,20 @@ def _read_jsonl(path: Path, kind: str) -> tuple[list, list]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ConfigError(f"{at}: not JSON ({err.msg})") from None
+                raise RunError(f"{at}: not JSON ({err.msg})") from None
             if not isinstance(record, dict) or not {"i", "gold", "pred"} <= record.keys():
-                raise ConfigError(f'{at}: expected an object with "i", "gold" and "pred"')
+                raise RunError(f'{at}: expected an object with "i", "gold" and "pred"')
             if record["i"] != number - 1:
-                raise ConfigError(f"{at}: item {record['i']!r}, expected {number - 1} (one line per item, in "
+                raise RunError(f"{at}: item {record['i']!r}, expected {number - 1} (one line per item, in "
                                   "dataset order)")
             g, p = record["gold"], record["pred"]
             if kind == "tags":
                 if not (_is_tags(g) and _is_tags(p)):
-                    raise ConfigError(f"{at}: gold and pred must be lists of tags")
+                    raise RunError(f"{at}: gold and pred must be lists of tags")
                 if len(g) != len(p):
-                    raise ConfigError(f"{at}: {len(g)} gold tags but {len(p)} predicted")
+                    raise RunError(f"{at}: {len(g)} gold tags but {len(p)} predicted")
             elif not (isinstance(g, str) and isinstance(p, str)):
-                raise ConfigError(f"{at}: gold and pred must be strings")
+                raise RunError(f"{at}: gold and pred must be strings")
             gold.append(g)
             pred.append(p)
     return gold, pred
@@ -270,19 +278,19 @@ def _is_tags(value) -> bool:
 
 
 def read_results(run: str | Path) -> dict:
-    """``RUN/results.json``: a finished run's scores, time and predictions (ConfigError naming what is wrong)."""
+    """``RUN/results.json``: a finished run's scores, time and predictions (RunError naming what is wrong)."""
     run = Path(run)
     path = RunDir(run).results
     if not run.is_dir():
-        raise ConfigError(f"run directory not found: {run}")
+        raise RunError(f"run directory not found: {run}")
     if not path.is_file():
-        raise ConfigError(f"{run} has no results.json: the run has not finished")
+        raise RunError(f"{run} has no results.json: the run has not finished")
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path} is not valid JSON ({err})") from None
+        raise RunError(f"{path} is not valid JSON ({err})") from None
     if not isinstance(results, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
+        raise RunError(f"{path}: expected a JSON object")
     return results
 
 
@@ -315,7 +323,7 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
         split: the split's name (``test``, ``dev``, ``test2016``, ...).
 
     Raises:
-        ConfigError: the run, its results or its predictions are missing (the message says why), or a
+        RunError: the run, its results or its predictions are missing (the message says why), or a
             file is malformed (the message names the file, and the line or field).
     """
     run = Path(run)
@@ -325,28 +333,28 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
     listed = listed if isinstance(listed, dict) else {}
     if split not in listed:
         others = f" (it has predictions for: {', '.join(listed)})" if listed else ""
-        raise ConfigError(f"{run} has no predictions for {split}: it was trained before cn3 0.3 or the split was "
+        raise RunError(f"{run} has no predictions for {split}: it was trained before cn3 0.3 or the split was "
                           f"not scored{others}")
     entry = listed[split]
     where = f"{results_path}, predictions.{split}"
     if not isinstance(entry, dict) or not {"path", "items", "metric"} <= entry.keys() or \
             not isinstance(entry["items"], int):
-        raise ConfigError(f'{where}: expected an object with "path", "items", "metric", "tag_scheme" and "task"')
+        raise RunError(f'{where}: expected an object with "path", "items", "metric", "tag_scheme" and "task"')
     metric, tag_scheme = entry["metric"], entry.get("tag_scheme")
     if metric not in METRICS:
-        raise ConfigError(f"{where}: unknown metric {metric!r} (known: {', '.join(METRICS)})")
+        raise RunError(f"{where}: unknown metric {metric!r} (known: {', '.join(METRICS)})")
     if metric == "span_f1" and tag_scheme not in TAG_SCHEMES:
-        raise ConfigError(f"{where}: span_f1 needs a tag_scheme (BIOES or IOB2), found {tag_scheme!r}")
+        raise RunError(f"{where}: span_f1 needs a tag_scheme (BIOES or IOB2), found {tag_scheme!r}")
     path = run / entry["path"]
     if not path.is_file():
-        raise ConfigError(f"{run} has no predictions for {split}: {path} is missing (it was trained before cn3 0.3 "
+        raise RunError(f"{run} has no predictions for {split}: {path} is missing (it was trained before cn3 0.3 "
                           "or the split was not scored)")
     kind = METRICS[metric]
     if path.name.endswith(".json.xz"):
         try:
             payload = json.loads(lzma.decompress(path.read_bytes()).decode("utf-8"))
         except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"{path}: not xz-compressed JSON ({err})") from None
+            raise RunError(f"{path}: not xz-compressed JSON ({err})") from None
         if isinstance(payload, dict) and payload.get("format") == SHARED_GOLD_FORMAT:
             gold, pred = _decode_shared(payload, kind, path, run)
         else:
@@ -354,7 +362,7 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
     else:
         gold, pred = _read_jsonl(path, kind)
     if len(gold) != entry["items"]:
-        raise ConfigError(f"{path}: {len(gold):,} items, but {results_path} says {entry['items']:,}")
+        raise RunError(f"{path}: {len(gold):,} items, but {results_path} says {entry['items']:,}")
     return Predictions(run=run, split=split, path=path, metric=metric, tag_scheme=tag_scheme,
                        task=entry.get("task"), gold=gold, pred=pred)
 
@@ -421,7 +429,7 @@ def _read_xz_json(path: Path) -> tuple[object, bytes]:
         raw = lzma.decompress(path.read_bytes())
         return json.loads(raw.decode("utf-8")), raw
     except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not xz-compressed JSON ({err})") from None
+        raise RunError(f"{path}: not xz-compressed JSON ({err})") from None
 
 
 def _flat(kind: str, items: list) -> list:
@@ -471,7 +479,7 @@ def _gold_ref(payload: dict, path: Path) -> dict:
     if not (isinstance(ref, dict) and isinstance(ref.get("path"), str) and isinstance(ref.get("items"), int)
             and isinstance(ref.get("sha256"), str) and _SHA256.fullmatch(ref["sha256"])
             and Path(ref["path"]).name.endswith(f".{ref['sha256']}.json.xz")):
-        raise ConfigError(f'{path}: "gold" must name its shared file: {{"path": "<...>.<sha256>.json.xz", '
+        raise RunError(f'{path}: "gold" must name its shared file: {{"path": "<...>.<sha256>.json.xz", '
                           '"sha256": 64 hex digits, "items": n}')
     return ref
 
@@ -485,7 +493,7 @@ def _find_gold(run: Path, ref: dict, path: Path, also: tuple[Path, ...] = ()) ->
             if candidate.is_file():
                 return candidate
     expected = Path(os.path.normpath(run / ref["path"]))
-    raise ConfigError(f"{path} keeps its gold items in a file its grid shares, {expected}, which is missing (nor "
+    raise RunError(f"{path} keeps its gold items in a file its grid shares, {expected}, which is missing (nor "
                       f"is {GOLD_DIR}/{name} in any folder above {run}): copy the grid's records with their "
                       f"{GOLD_DIR}/ folder")
 
@@ -499,39 +507,39 @@ def _load_gold(gold_path: Path, ref: dict, kind: str, path: Path) -> list:
     if sha not in _GOLD_CACHE:
         payload, raw = _read_xz_json(gold_path)
         if hashlib.sha256(raw).hexdigest() != sha:
-            raise ConfigError(f"{gold_path}: its content is not the gold {path} names (sha256 {sha[:12]}...): "
+            raise RunError(f"{gold_path}: its content is not the gold {path} names (sha256 {sha[:12]}...): "
                               "the file was changed or replaced")
         if not isinstance(payload, dict) or payload.get("format") != GOLD_FORMAT:
-            raise ConfigError(f"{gold_path}: not a cn3 gold file (expected format {GOLD_FORMAT!r})")
+            raise RunError(f"{gold_path}: not a cn3 gold file (expected format {GOLD_FORMAT!r})")
         gkind, gold, lengths = payload.get("kind"), payload.get("gold"), payload.get("lengths")
         if gkind not in ("text", "labels", "tags") or not isinstance(gold, list):
-            raise ConfigError(f'{gold_path}: "kind" must be text, labels or tags and "gold" a list')
+            raise RunError(f'{gold_path}: "kind" must be text, labels or tags and "gold" a list')
         if gkind == "text":
             if not all(isinstance(x, str) for x in gold):
-                raise ConfigError(f'{gold_path}: "gold" must be sentences (strings)')
+                raise RunError(f'{gold_path}: "gold" must be sentences (strings)')
         else:
             labels = payload.get("labels")
             if not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)
                     and all(isinstance(i, int) and 0 <= i < len(labels) for i in gold)):
-                raise ConfigError(f'{gold_path}: "gold" must be ids into "labels", a list of strings')
+                raise RunError(f'{gold_path}: "gold" must be ids into "labels", a list of strings')
             gold = [labels[i] for i in gold]
         if gkind == "tags" and not (isinstance(lengths, list) and all(isinstance(n, int) and n >= 0 for n in lengths)
                                     and sum(lengths) == len(gold)):
-            raise ConfigError(f'{gold_path}: "lengths" must be one count per sentence summing to the {len(gold):,} tags')
+            raise RunError(f'{gold_path}: "lengths" must be one count per sentence summing to the {len(gold):,} tags')
         _GOLD_CACHE[sha] = (gkind, gold, lengths if gkind == "tags" else None)
     gkind, flat, lengths = _GOLD_CACHE[sha]
     if gkind != kind:
-        raise ConfigError(f"{gold_path}: holds {gkind!r} gold, but {path} scores {kind}")
+        raise RunError(f"{gold_path}: holds {gkind!r} gold, but {path} scores {kind}")
     items = len(lengths) if lengths is not None else len(flat)
     if items != ref["items"]:
-        raise ConfigError(f"{gold_path}: {items:,} gold items, but {path} says {ref['items']:,}")
+        raise RunError(f"{gold_path}: {items:,} gold items, but {path} says {ref['items']:,}")
     return _regroup(kind, list(flat), lengths) if lengths is not None else list(flat)
 
 
 def _decode_shared(payload: dict, kind: str, path: Path, run: Path) -> tuple[list, list]:
     """gold/pred of a compacted file (SHARED_GOLD_FORMAT), its gold read from the shared file it names."""
     if payload.get("kind") != kind:
-        raise ConfigError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
+        raise RunError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
     ref = _gold_ref(payload, path)
     gold = _load_gold(_find_gold(run, ref, path), ref, kind, path)
     return gold, _apply(kind, gold, payload, path)
@@ -542,23 +550,23 @@ def _apply(kind: str, gold: list, payload: dict, path: Path) -> list:
     pred = payload.get("pred")
     if kind == "text":
         if not (isinstance(pred, list) and len(pred) == len(gold) and all(isinstance(x, str) for x in pred)):
-            raise ConfigError(f'{path}: "pred" must be {len(gold):,} sentences (strings), one per gold item')
+            raise RunError(f'{path}: "pred" must be {len(gold):,} sentences (strings), one per gold item')
         return list(pred)
     labels = payload.get("labels")
     if not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
-        raise ConfigError(f'{path}: "labels" must be a list of strings')
+        raise RunError(f'{path}: "labels" must be a list of strings')
     if not (isinstance(pred, dict) and isinstance(pred.get("at"), list) and isinstance(pred.get("ids"), list)
             and len(pred["at"]) == len(pred["ids"])):
-        raise ConfigError(f'{path}: "pred" must be {{"at": [...], "ids": [...]}} of one length')
+        raise RunError(f'{path}: "pred" must be {{"at": [...], "ids": [...]}} of one length')
     flat = _flat(kind, gold)
     at = 0
     for k, (step, i) in enumerate(zip(pred["at"], pred["ids"])):
         if not (isinstance(step, int) and step >= (0 if k == 0 else 1) and at + step < len(flat)):
-            raise ConfigError(f'{path}: "pred.at" must step forward through the {len(flat):,} '
+            raise RunError(f'{path}: "pred.at" must step forward through the {len(flat):,} '
                               f'{"tokens" if kind == "tags" else "items"} (entry {k}: {step!r})')
         at += step
         if not (isinstance(i, int) and 0 <= i < len(labels)):
-            raise ConfigError(f'{path}: "pred.ids" must be ids into "labels" (0..{len(labels) - 1}), found {i!r}')
+            raise RunError(f'{path}: "pred.ids" must be ids into "labels" (0..{len(labels) - 1}), found {i!r}')
         flat[at] = labels[i]
     return _regroup(kind, flat, [len(tags) for tags in gold]) if kind == "tags" else flat
 
@@ -586,7 +594,7 @@ def compact_run(run: str | Path, store: str | Path, also: tuple[Path, ...] = (),
         into: add to this record (one for several runs).
 
     Raises:
-        ConfigError: the run has no results.json, a predictions file is malformed, or a compacted file's
+        RunError: the run has no results.json, a predictions file is malformed, or a compacted file's
             gold is nowhere to be found.
     """
     run, store = Path(run), Path(store)
@@ -597,11 +605,11 @@ def compact_run(run: str | Path, store: str | Path, also: tuple[Path, ...] = (),
     if not write or not lock.is_file():  # a run whose trainer never locked it here is not being trained
         _compact(run, store, also, write, stats)
         return stats
-    busy = ConfigError(f"a process holds {run}")
+    busy = RunError(f"a process holds {run}")
     try:
         with exclusive_now(lock, busy):  # a trainer still appending to the log, or a second --resume
             _compact(run, store, also, True, stats)
-    except ConfigError as err:
+    except RunError as err:
         if err is not busy:
             raise
         stats.busy.append(run)

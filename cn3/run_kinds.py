@@ -1,6 +1,6 @@
 """The kinds of run, and the one place that decides which kind a run, a checkpoint or a cell is.
 
-cn3 trains two kinds of run around one loop (:mod:`cn3.loop`): **sentence** runs (``cn3 train``:
+cn3 trains two kinds of run with one trainer (:mod:`cn3.train.trainer`): **sentence** runs (``cn3 train``:
 classification, pairs and tagging over prepared sentence graphs) and **translation** runs
 (``cn3 nmt train``). Each kind owns its config class, how a config is resolved, which keys a resumed
 run may change, how a finished run is loaded back and trained, and the ``kind`` its checkpoints carry.
@@ -22,6 +22,8 @@ import yaml
 
 from cn3.config import ConfigError
 from cn3.run_dir import RunDir
+from cn3.train.kinds import SENTENCE_CHECKPOINT, SENTENCE_RESUMABLE, TRANSLATION_CHECKPOINT, TRANSLATION_RESUMABLE
+from cn3.util.errors import RunError
 
 #: experiment tasks that are translation corpora (every other task is a sentence task of `cn3 tasks`)
 TRANSLATION_TASKS = ("multi30k",)
@@ -46,13 +48,9 @@ class RunKind:
 
         return RunConfig
 
-    def resumable_changes(self) -> set:
+    def resumable_changes(self) -> frozenset:
         """The ``(section, key)`` pairs a resumed run may change (epochs, patience, ...)."""
-        if self.translation:
-            from cn3.nmt.trainer import RESUMABLE_CHANGES
-        else:
-            from cn3.loop_config import RESUMABLE_CHANGES
-        return RESUMABLE_CHANGES
+        return TRANSLATION_RESUMABLE if self.translation else SENTENCE_RESUMABLE
 
     def resolve(self, task: str, flags: dict, overrides: list[str], saved: Path | None = None):
         """The run's config: ``saved`` (a run's own ``config.yaml``, for ``--resume``) when given, else
@@ -81,14 +79,14 @@ class RunKind:
             cfg = self.resolve(task, flags, overrides, saved)
         return cfg, run_dir
 
-    def train(self, cfg, run_dir: Path, resume: bool, command: str | None = None):
+    def build_task(self, cfg, run: RunDir, config_dict: dict, world, resume: bool, device, command: str | None):
+        """The kind's :class:`cn3.train.trainer.RunTask` for ``cfg`` (data read, model built) and the
+        phrase the log names the run by."""
         if self.translation:
-            from cn3.nmt.trainer import train
-
-            return train(cfg, run_dir, resume=resume)
-        from cn3.sentence.trainer import train
-
-        return train(cfg, run_dir, resume=resume, command=command)
+            from cn3.nmt.task import build_task
+        else:
+            from cn3.sentence.task import build_task
+        return build_task(cfg, run, config_dict, world, resume, device, command)
 
     def default_run_dir(self, cfg) -> Path:
         """``runs/<task>-<encoder>[-fold<k>]-seed<S>`` (sentence) or ``runs/nmt-<corpus>-<encoder>-seed<S>``:
@@ -104,23 +102,29 @@ class RunKind:
     def load(self, run_dir: Path, device):
         """The trained model of ``run_dir`` (``best.pt``, else ``latest.pt``)."""
         if self.translation:
-            from cn3.nmt.trainer import load_run
+            from cn3.nmt.inference import load_run
 
             return load_run(run_dir, device)
-        from cn3.run_dir import RunDir
-        from cn3.sentence.trainer import load_model
+        from cn3.sentence.inference import load_model
 
         return load_model(RunDir(run_dir), device)
 
 
-SENTENCE = RunKind("sentence", ("train",), "cn3-sentence")
-TRANSLATION = RunKind("translation", ("nmt", "train"), "cn3-nmt")
+SENTENCE = RunKind("sentence", ("train",), SENTENCE_CHECKPOINT)
+TRANSLATION = RunKind("translation", ("nmt", "train"), TRANSLATION_CHECKPOINT)
 RUN_KINDS = {kind.name: kind for kind in (SENTENCE, TRANSLATION)}
 
 
 def kind_of_task(task: str) -> RunKind:
     """The kind of run that trains ``task`` (an experiment spec's task name)."""
     return TRANSLATION if task in TRANSLATION_TASKS else SENTENCE
+
+
+def kind_of_settings(cfg) -> RunKind:
+    """The kind of run a resolved config object trains (:class:`~cn3.nmt.config.NMTConfig`: translation)."""
+    from cn3.nmt.config import NMTConfig
+
+    return TRANSLATION if isinstance(cfg, NMTConfig) else SENTENCE
 
 
 def kind_of_config(config: dict) -> RunKind:
@@ -139,9 +143,9 @@ def kind_of_run(path: str | Path) -> RunKind:
     path = Path(path)
     config = RunDir(path).config
     if not path.is_dir():
-        raise ConfigError(f"run directory not found: {path}")
+        raise RunError(f"run directory not found: {path}")
     if not config.is_file():
-        raise ConfigError(f"{path} has no config.yaml: not a cn3 run directory")
+        raise RunError(f"{path} has no config.yaml: not a cn3 run directory")
     try:
         return kind_of_config(yaml.safe_load(config.read_text(encoding="utf-8")))
     except yaml.YAMLError as err:

@@ -24,6 +24,7 @@ import yaml
 from cn3.averaging import load_ema_state
 from cn3.compat import check_resumable
 from cn3.config import ConfigError, from_dict, to_dict
+from cn3.util.errors import RunError
 from cn3.distributed import World, init_world
 from cn3.run_dir import RunDir
 from cn3.util.atomic import atomic_write
@@ -151,7 +152,7 @@ def load_checkpoint(path: str | Path) -> dict:
     loaded into it.
 
     Raises:
-        ConfigError: on a file that is not a checkpoint; on one written by cn3 0.3.0 or earlier,
+        RunError: on a file that is not a checkpoint; on one written by cn3 0.3.0 or earlier,
             naming the command that converts it; on one that carries pickled objects, refused.
     """
     path = Path(path)
@@ -162,14 +163,14 @@ def load_checkpoint(path: str | Path) -> dict:
     except (RuntimeError, ValueError, EOFError, OSError) as err:
         raise unreadable(path, err) from None
     if unsafe <= LEGACY_GLOBALS.keys():
-        raise ConfigError(f"{path} was written by an earlier cn3, whose checkpoints pickled NumPy's random "
+        raise RunError(f"{path} was written by an earlier cn3, whose checkpoints pickled NumPy's random "
                           f"state; convert the run once with `{upgrade_command(path)}`")
-    raise ConfigError(refusal(path, unsafe))
+    raise RunError(refusal(path, unsafe))
 
 
-def unreadable(path: Path, err: Exception) -> ConfigError:
+def unreadable(path: Path, err: Exception) -> RunError:
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return ConfigError(f"{path} is not a readable checkpoint ({first})")
+    return RunError(f"{path} is not a readable checkpoint ({first})")
 
 
 def unsafe_globals(path: Path) -> set[str]:
@@ -194,10 +195,10 @@ def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
 
     A checkpoint of cn3 0.3.0 or earlier (NumPy's RNG state) is read without running code from it.
     One carrying other pickled objects is read with ``weights_only=False``, which runs whatever the
-    file's pickle calls, only with ``trust``; without it, a ConfigError.
+    file's pickle calls, only with ``trust``; without it, a RunError.
 
     Raises:
-        ConfigError: untrusted pickled objects, or an entry with no plain form.
+        RunError: untrusted pickled objects, or an entry with no plain form.
     """
     path = Path(path)
     unsafe = unsafe_globals(path)
@@ -210,7 +211,7 @@ def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
     elif trust:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     else:
-        raise ConfigError(refusal(path, unsafe))
+        raise RunError(refusal(path, unsafe))
     if isinstance(ckpt, dict) and isinstance(ckpt.get("rng"), dict):
         ckpt["rng"] = plain_rng_state(ckpt["rng"])
     data = io.BytesIO()
@@ -222,7 +223,7 @@ def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
 def plain_checkpoint(value, where: str):
     """``value`` with NumPy arrays as tensors, NumPy scalars as numbers and paths as strings, so that
     ``torch.load(weights_only=True)`` reads it back: every checkpoint passes here before it is
-    written, and ``cn3 checkpoint upgrade`` converts old ones with it. A ConfigError naming ``where``
+    written, and ``cn3 checkpoint upgrade`` converts old ones with it. A RunError naming ``where``
     (the entry) for anything else that is not plain. Dicts and lists are converted in place, so a
     state dict keeps its type and ``_metadata``."""
     if isinstance(value, dict):
@@ -242,7 +243,7 @@ def plain_checkpoint(value, where: str):
         return str(value)
     if value is None or isinstance(value, (torch.Tensor, bool, int, float, str, bytes)):
         return value
-    raise ConfigError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which a checkpoint "
+    raise RunError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which a checkpoint "
                       "cannot hold (tensors, numbers, strings and containers of them only)")
 
 
@@ -342,7 +343,7 @@ def sigterm_as_interrupt():
     """Make SIGTERM (``kill``, job schedulers) stop the experiment runner like Ctrl-C, so it stops
     its cells, each saving ``latest.pt``. Returns the previous handler to restore, or ``None`` off the
     main thread (where signal handlers cannot be installed). The training loop holds signals back
-    while an update runs instead (:class:`cn3.loop.Interrupts`)."""
+    while an update runs instead (:class:`cn3.train.interrupts.Interrupts`)."""
     if threading.current_thread() is not threading.main_thread():
         return None
 

@@ -106,7 +106,7 @@ step trec 100 "$py" -m cli train --task trec --prepared "$prepared/trec" --run-d
 cp "$work/trec/results.json" "$out/steps/trec.json" 2>/dev/null
 cp "$work/trec/metrics.jsonl" "$out/trec.metrics.jsonl" 2>/dev/null
 
-# The sentence training step as cn3.loop.run_loop runs it (zero_grad, forward and backward, clipping,
+# The sentence training step as cn3.train.trainer.train_step runs it (zero_grad, forward and backward, clipping,
 # the optimizer), batches from the same batch loader, timed between device syncs; then the same steps
 # under the profiler (kernel launches and operators per step) and under CUDA's sync debug mode
 # (host syncs per step: each one leaves the GPU idle while Python catches up).
@@ -119,7 +119,7 @@ from torch.profiler import ProfilerActivity, profile
 from cn3.bucketing import batch_loader
 from cn3.sentence.resolve import resolve_config
 from cn3.runtime import resolve_device
-from cn3.sentence.trainer import SentenceTask
+from cn3.sentence.task import SentenceTask
 from data_prep.dataset import load_prepared
 
 prepared, steps, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -184,7 +184,7 @@ def runs(tmp_path_factory, data_root, one_thread):
     """Tiny runs: CN3 (one and two energy heads), selfatt1 and NBoW on spaCy-parsed questions, local
     attention on unparsed ones."""
     from cn3.sentence.resolve import resolve_config
-    from cn3.sentence.trainer import train
+    from cn3.train.trainer import train
     from data_prep.prepare import PrepareSettings, prepare
 
     tmp = tmp_path_factory.mktemp("analyze")
@@ -210,7 +210,7 @@ def test_cn3_run_table_json_and_png(runs, tmp_path):
     import torch
 
     from cn3.run_dir import RunDir
-    from cn3.sentence.trainer import load_model, predict
+    from cn3.sentence.inference import load_model, predict
     from data_prep.dataset import load_prepared
 
     result = analyze(runs["cn3"], "--out", tmp_path)

@@ -53,7 +53,7 @@ def test_the_triton_column(tmp_path, monkeypatch):
     calls: list[str] = []
     monkeypatch.setitem(sys.modules, "cn3.layers.onlstm_triton", _stand_ins(calls))
     monkeypatch.setattr(bench, "triton_available", lambda device: True)
-    monkeypatch.setattr(onlstm, "_use_triton", lambda device, dtype, hidden: onlstm.TRITON_SCAN == "always")
+    monkeypatch.setattr(onlstm, "_use_triton", lambda kernel, device, dtype, hidden: kernel == "triton")
     monkeypatch.setattr(bench, "ATTENTION_SHAPES", [])
     monkeypatch.setattr(bench, "QUICK_ATTENTION_SHAPES", [])
     out = tmp_path / "summary.json"

@@ -16,13 +16,18 @@ import torch
 from typer.testing import CliRunner
 
 import cn3
+import cn3.averaging
+import cn3.run_dir
+import cn3.sentence.inference
+import cn3.sentence.task
 from cli.main import app
 from cn3.config import ConfigError
+from cn3.util.errors import RunError
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
 from cn3.runtime import load_checkpoint, restore_checkpoint, rng_state, set_rng_state
-from cn3.sentence.trainer import train
+from cn3.train.trainer import train
 from data_prep.prepare import PrepareSettings, prepare
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import assert_clean_error, corpus
@@ -83,7 +88,7 @@ def test_a_cuda_run_resumes_with_its_rng_states_as_cpu_bytes(straight, tmp_path,
     expected = draws()
     torch.save(ckpt, tmp_path / "latest.pt")
 
-    model = cn3.sentence.trainer.load_model(cn3.run_dir.RunDir(straight), torch.device("cpu"), which="latest").model.to("meta")
+    model = cn3.sentence.inference.load_model(cn3.run_dir.RunDir(straight), torch.device("cpu"), which="latest").model.to("meta")
     optimizer = torch.optim.Adadelta(model.parameters())
     ema = cn3.averaging.make_ema(model, 0.9)
     with warnings.catch_warnings():
@@ -101,7 +106,7 @@ def test_sentence_and_translation_checkpoints_load_with_weights_only(straight, t
                                     "data.train_tgt": tgt},
                              [*NMT_TINY, "train.final_splits=[]", "train.epochs=1", "train.num_threads=1"])
     absolutize(cfg)
-    cn3.nmt.trainer.train(cfg, tmp_path / "nmt", device_name="cpu")
+    train(cfg, tmp_path / "nmt", device_name="cpu")
     for path in (straight / "best.pt", straight / "latest.pt", tmp_path / "nmt" / "best.pt",
                  tmp_path / "nmt" / "latest.pt"):
         assert torch.serialization.get_unsafe_globals_in_checkpoint(path) == [], path
@@ -124,7 +129,7 @@ def test_an_earlier_release_run_is_refused_then_upgraded_and_resumes_exactly(tre
     run_dir = tmp_path / "old"
     train_trec(trec, run_dir, "train.max_steps=18")  # stops in epoch 2
     as_written_by_0_3_0(run_dir / "latest.pt")
-    with pytest.raises(ConfigError, match=f"`cn3 checkpoint upgrade {run_dir}`"):
+    with pytest.raises(RunError, match=f"`cn3 checkpoint upgrade {run_dir}`"):
         train_trec(trec, run_dir, resume=True)
     result = runner.invoke(app, ["checkpoint", "upgrade", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -192,7 +197,7 @@ def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straig
     backward, before its optimizer step: the update completes first, so ``latest.pt`` holds step 6
     whole (cn3 0.3.0 saved step 5's counters with update 6's dropout drawn, and the resumed run
     went elsewhere)."""
-    real, calls = cn3.sentence.trainer.SentenceTask.train_step, []
+    real, calls = cn3.sentence.task.SentenceTask.forward_backward, []
     # what the loop must restore: the default, or SIG_IGN where pytest itself was started in the
     # background by a non-interactive shell (`cmd &` ignores SIGINT), as some CI runners start it
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
@@ -204,11 +209,11 @@ def test_a_signal_during_an_update_waits_for_it_and_resume_is_exact(trec, straig
             os.kill(os.getpid(), signum)
         return loss
 
-    monkeypatch.setattr(cn3.sentence.trainer.SentenceTask, "train_step", train_step)
+    monkeypatch.setattr(cn3.sentence.task.SentenceTask, "forward_backward", train_step)
     with pytest.raises(KeyboardInterrupt):
         train_trec(trec, tmp_path / "cut")
     assert load_checkpoint(tmp_path / "cut" / "latest.pt")["state"]["step"] == 6
-    monkeypatch.setattr(cn3.sentence.trainer.SentenceTask, "train_step", real)
+    monkeypatch.setattr(cn3.sentence.task.SentenceTask, "forward_backward", real)
     train_trec(trec, tmp_path / "cut", resume=True)
     a, b = (load_checkpoint(r / "latest.pt") for r in (straight, tmp_path / "cut"))
     for key in ("model", "raw_model"):
@@ -229,5 +234,5 @@ def test_a_numpy_scalar_in_the_training_state_still_gives_a_plain_checkpoint(tmp
                                              path.name))
     back = load_checkpoint(path)
     assert back["state"]["best_score"] == 75.0 and type(back["state"]["best_score"]) is float
-    with pytest.raises(ConfigError, match=r"best.pt\['x'\] is a builtins.object, which a checkpoint cannot hold"):
+    with pytest.raises(RunError, match=r"best.pt\['x'\] is a builtins.object, which a checkpoint cannot hold"):
         plain_checkpoint({"x": object()}, path.name)

@@ -42,7 +42,7 @@ def test_evaluate_split_and_file(trained, data_root):
     import torch
 
     from cn3.run_dir import RunDir
-    from cn3.sentence.trainer import evaluate_dataset, load_model
+    from cn3.sentence.inference import evaluate_dataset, load_model
     from data_prep.dataset import load_prepared
 
     run, prepared = trained

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
+from cn3.util.errors import RunError
 from cn3.run_dir import (
     GOLD_DIR,
     PREDICTIONS_FORMAT,
@@ -106,7 +107,7 @@ def test_missing_shared_gold_names_the_predictions_and_the_file_it_needs(tmp_pat
     needed = next((grid / GOLD_DIR).glob("test.*.json.xz"))
     lone = tmp_path / "elsewhere" / "task" / "a" / "seed1"  # the cell copied away from its grid
     shutil.copytree(run, lone)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(RunError) as err:
         load_predictions(lone, "test")
     message = str(err.value)
     assert str(lone / "predictions" / "test.json.xz") in message and needed.name in message and "missing" in message
@@ -117,7 +118,7 @@ def test_missing_shared_gold_names_the_predictions_and_the_file_it_needs(tmp_pat
     assert load_predictions(moved / "task" / "a" / "seed1", "test").gold == LABELS_GOLD
     needed.unlink()
     (grid / GOLD_DIR / "dev").mkdir()  # not a file: still missing
-    with pytest.raises(ConfigError, match=r"test\.json\.xz keeps its gold items in a file its grid shares, .*"
+    with pytest.raises(RunError, match=r"test\.json\.xz keeps its gold items in a file its grid shares, .*"
                                           r"gold/test\.[0-9a-f]{64}\.json\.xz, which is missing"):
         load_predictions(run, "test")
 
@@ -134,7 +135,7 @@ def test_a_changed_shared_gold_is_refused(tmp_path, monkeypatch):
     content = payload(shared)
     content["gold"][0] = (content["gold"][0] + 1) % len(content["labels"])
     shared.write_bytes(lzma.compress(json.dumps(content).encode()))
-    with pytest.raises(ConfigError, match="its content is not the gold .*test.json.xz names"):
+    with pytest.raises(RunError, match="its content is not the gold .*test.json.xz names"):
         load_predictions(run, "test")
 
 
@@ -149,7 +150,7 @@ def test_an_adopted_cell_brings_its_gold_into_its_own_grid(tmp_path):
     compact_run(twin, tmp_path / "one" / GOLD_DIR)
     adopted = Cell("task", "b", 1, (), tmp_path / "two" / "task" / "b" / "seed1")
     adopt(adopted, twin)
-    with pytest.raises(ConfigError, match="missing"):
+    with pytest.raises(RunError, match="missing"):
         load_predictions(adopted.run_dir, "test")
     compact(adopted, twin)
     assert sorted(p.name for p in (tmp_path / "two" / GOLD_DIR).iterdir()) == \
@@ -217,7 +218,7 @@ def test_a_bad_compacted_file_names_itself(tmp_path, change, message):
     content = payload(path)
     change(content)
     path.write_bytes(lzma.compress(json.dumps(content).encode()))
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(RunError) as err:
         load_predictions(run, "test")
     assert str(path) in str(err.value) and message in str(err.value)
 

@@ -11,10 +11,11 @@ import cn3
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.nmt.config import NMTConfig, NMTDataConfig, NMTModelConfig
 from cn3.nmt.data import Tokenizer
-from cn3.nmt.trainer import CHECKPOINT_KIND, load_run
+from cn3.train.kinds import TRANSLATION_CHECKPOINT as CHECKPOINT_KIND
+from cn3.nmt.inference import load_run
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.run_dir import RunDir
-from cn3.sentence.trainer import load_model
+from cn3.sentence.inference import load_model
 
 
 @pytest.mark.parametrize("old, new", [("onlstm", "onlstm_san"), ("lstm", "lstm_san")])
@@ -69,7 +70,7 @@ def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
     """A 0.2 run directory's config has a key 0.3 removed: --resume names the release, not the key alone."""
     import yaml
 
-    from cn3.loop_config import RESUMABLE_CHANGES
+    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
     from cn3.sentence.config import RunConfig
     from cn3.runtime import open_run
 

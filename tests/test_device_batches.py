@@ -55,7 +55,7 @@ def test_device_batches_default_on_cuda_within_the_budget():
 def test_training_with_device_batches_is_the_same_training(data_root, tmp_path):
     from cn3.sentence.resolve import resolve_config
     from cn3.runtime import load_checkpoint
-    from cn3.sentence.trainer import train
+    from cn3.train.trainer import train
     from tests.test_trainer import TINY
 
     out = tmp_path / "trec"

@@ -78,7 +78,7 @@ def _worker(rank: int, size: int, init_file: str, out_file: str) -> None:
     report = []
     for batch in BATCHES:
         own, real = world.share(batch)
-        weight = size * len(own) / len(batch) if real else 0.0  # as cn3.loop weighs a rank's share
+        weight = size * len(own) / len(batch) if real else 0.0  # as the Trainer weighs a rank's share
         opt.zero_grad()
         (torch.nn.functional.cross_entropy(model(x[own]), y[own]) * weight).backward()
         world.average_gradients(model)

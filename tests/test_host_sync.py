@@ -48,8 +48,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
-import cn3.nmt.trainer
-import cn3.sentence.trainer
+import cn3.train.trainer
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
@@ -72,7 +71,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(autouse=True)
 def no_display_refresh(monkeypatch):
     """Without a terminal the progress display re-reads the loss at the pace of its plain lines
-    (cn3.loop.loss_due); keep those out of these short runs, so every read counted is the
+    (cn3.train.monitor.loss_due); keep those out of these short runs, so every read counted is the
     loop's own."""
     monkeypatch.setattr("cn3.util.console.LOG_INTERVAL", math.inf)
 
@@ -111,7 +110,7 @@ class DeviceCalls(TorchFunctionMode):
         self.update, self.paused = 0, False
         self.calls: dict[int, list[tuple[str, int]]] = defaultdict(list)
         self.evaluated: set[int] = set()
-        zero_grad, evaluate, report, collate = (adapter.optimizer.zero_grad, adapter.evaluate, adapter.report,
+        zero_grad, evaluate, report, collate = (adapter.optimizer.zero_grad, adapter.evaluate, adapter.final_results,
                                                 adapter.collate)
 
         def next_update(*args, **kwargs):
@@ -130,7 +129,7 @@ class DeviceCalls(TorchFunctionMode):
             return wrapper
 
         adapter.optimizer.zero_grad = next_update
-        adapter.evaluate, adapter.report = unwatched(evaluate, mark=True), unwatched(report)
+        adapter.evaluate, adapter.final_results = unwatched(evaluate, mark=True), unwatched(report)
         if not adapter.device_collate:
             adapter.collate = unwatched(collate)
 
@@ -155,17 +154,17 @@ class DeviceCalls(TorchFunctionMode):
         return out
 
 
-def watch(monkeypatch, module) -> list[DeviceCalls]:
-    """Instrument the next ``run_loop`` that ``module`` (a trainer) starts; the list gets its counter."""
+def watch(monkeypatch) -> list[DeviceCalls]:
+    """Instrument the next :meth:`Trainer.fit`; the list gets its counter."""
     counters: list[DeviceCalls] = []
-    real = module.run_loop
+    real = cn3.train.trainer.Trainer.fit
 
-    def run_loop(adapter, *args, **kwargs):
-        counters.append(DeviceCalls(adapter))
+    def fit(trainer):
+        counters.append(DeviceCalls(trainer.task))
         with counters[-1]:
-            return real(adapter, *args, **kwargs)
+            return real(trainer)
 
-    monkeypatch.setattr(module, "run_loop", run_loop)
+    monkeypatch.setattr(cn3.train.trainer.Trainer, "fit", fit)
     return counters
 
 
@@ -191,13 +190,13 @@ def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkey
                                                           device_batches):
     if precision == "fp16":  # the loss scaler's path on CPU (as tests/test_trainer.py's resume test)
         monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
-    counters = watch(monkeypatch, cn3.sentence.trainer)
+    counters = watch(monkeypatch)
     cfg = resolve_config("trec", None, {"data.prepared": trec},
                          [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",
                           "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
                           f"train.adversarial={adversarial}", f"train.precision={precision}",
                           f"train.device_batches={str(device_batches).lower()}"])
-    cn3.sentence.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=5, tolerated=SCALER if precision == "fp16" else None)
 
 
@@ -207,6 +206,6 @@ def test_translation_updates_wait_for_the_device_only_to_log(tmp_path, monkeypat
     cfg = resolve_nmt_config(None, flags, [*NMT_TINY, "train.final_splits=[]", "train.max_tokens=120",
                                            "train.log_every=4", "train.clip=1.0", "train.num_threads=1"])
     absolutize(cfg)
-    counters = watch(monkeypatch, cn3.nmt.trainer)
-    cn3.nmt.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    counters = watch(monkeypatch)
+    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=4)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from cn3.sentence.resolve import resolve_config
-from cn3.sentence.trainer import train
+from cn3.train.trainer import train
 from data_prep.prepare import PrepareSettings, prepare
 
 TINY = ["model.hidden=16", "model.energy_dim=8", "model.mlp_hidden=16", "model.char=none", "model.pos_dim=0",
@@ -51,7 +51,7 @@ def test_the_loss_is_read_just_before_a_plain_line_whatever_its_own_clock():
     last read): the loss is re-read whenever a plain line is due, and only then."""
     import time
 
-    from cn3.loop import loss_due
+    from cn3.train.monitor import loss_due
     from cn3.util.console import LOG_INTERVAL, progress
 
     with progress() as bar:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
-from cn3.nmt.trainer import train
+from cn3.train.trainer import train
 
 runner = CliRunner()
 
@@ -204,7 +204,7 @@ def test_cli_resume_uses_the_runs_own_config(tmp_path):
 
 
 def test_learning_rate_warms_up_then_decays():
-    from cn3.nmt.trainer import learning_rate
+    from cn3.nmt.task import learning_rate
 
     assert learning_rate(50, 1e-3, 100) == pytest.approx(5e-4)
     assert learning_rate(100, 1e-3, 100) == pytest.approx(1e-3)

@@ -9,8 +9,8 @@ from cn3.config import from_dict
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import BOS, EOS, pad
 from cn3.nmt.search import greedy_search
-from cn3.loop import make_optimizer
-from cn3.nmt.trainer import learning_rate
+from cn3.train.optim import make_optimizer
+from cn3.nmt.task import learning_rate
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 
 

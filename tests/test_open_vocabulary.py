@@ -151,7 +151,7 @@ def test_evaluate_split_and_file_agree_and_report_coverage(run_with_vectors, dat
 
 def test_predict_gives_an_unseen_word_its_vector(run_with_vectors):
     from cn3.run_dir import RunDir
-    from cn3.sentence.trainer import load_model
+    from cn3.sentence.inference import load_model
 
     run, _ = run_with_vectors
     loaded = load_model(RunDir(run), torch.device("cpu"))

@@ -7,7 +7,7 @@ import pytest
 
 from cn3.config import ConfigError
 from cn3.sentence.resolve import resolve_config
-from cn3.sentence.trainer import prepared_path
+from cn3.sentence.prepared import prepared_path
 
 
 def test_a_given_dataset_is_used_and_a_report_never_prepares(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cn3.config import ConfigError
+from cn3.util.errors import RunError
 from cn3.run_kinds import SENTENCE, TRANSLATION, kind_of_config, kind_of_run, kind_of_task
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "runs" / "experiments"
@@ -19,9 +20,9 @@ def test_a_run_directory_says_its_kind_by_its_config():
 
 
 def test_what_is_not_a_run_is_named(tmp_path):
-    with pytest.raises(ConfigError, match="run directory not found"):
+    with pytest.raises(RunError, match="run directory not found"):
         kind_of_run(tmp_path / "nowhere")
-    with pytest.raises(ConfigError, match="has no config.yaml: not a cn3 run directory"):
+    with pytest.raises(RunError, match="has no config.yaml: not a cn3 run directory"):
         kind_of_run(tmp_path)
     (tmp_path / "config.yaml").write_text("data: {words: 3}\n")
     with pytest.raises(ConfigError, match="config.yaml: not a cn3 run config"):
@@ -31,9 +32,9 @@ def test_what_is_not_a_run_is_named(tmp_path):
 
 
 def test_each_kind_owns_its_config_resume_keys_and_command():
-    from cn3.loop_config import RESUMABLE_CHANGES
+    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
     from cn3.nmt.config import NMTConfig
-    from cn3.nmt.trainer import RESUMABLE_CHANGES as NMT_RESUMABLE
+    from cn3.train.kinds import TRANSLATION_RESUMABLE as NMT_RESUMABLE
     from cn3.sentence.config import RunConfig
 
     assert kind_of_task("multi30k") is TRANSLATION and kind_of_task("trec") is SENTENCE

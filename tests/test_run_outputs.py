@@ -199,7 +199,7 @@ def test_tensorboard_without_the_package_is_a_clear_error(prepared, tmp_path, mo
 
 @pytest.mark.usefixtures("one_thread")
 def test_translation_predictions_are_references_and_hypotheses(tmp_path):
-    from cn3.nmt.trainer import load_run
+    from cn3.nmt.inference import load_run
     from cn3.nmt.data import load_split
 
     src, tgt = corpus(tmp_path, "train", 80, seed=11)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cn3.config import ConfigError
+from cn3.util.errors import RunError
 from cn3.metrics import score
 from cn3.run_dir import load_predictions
 from cn3.stats import (PairedResult, aso, bleu_paired_test, bonferroni, check_paired, compare, holm, paired_test,
@@ -340,30 +341,30 @@ def test_a_bad_predictions_file_names_itself(tmp_path, change, message):
     payload = json.loads(lzma.decompress(path.read_bytes()))
     change(payload)
     path.write_bytes(lzma.compress(json.dumps(payload).encode()))
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(RunError) as err:
         load_predictions(run.path, "test")
     assert str(path) in str(err.value) and message in str(err.value)
     path.write_bytes(b"not xz")
-    with pytest.raises(ConfigError, match="not xz-compressed JSON"):
+    with pytest.raises(RunError, match="not xz-compressed JSON"):
         load_predictions(run.path, "test")
 
 
 def test_load_predictions_names_what_is_missing(tmp_path):
-    with pytest.raises(ConfigError, match="run directory not found"):
+    with pytest.raises(RunError, match="run directory not found"):
         load_predictions(tmp_path / "nowhere", "test")
     old = tmp_path / "old"
     old.mkdir()
-    with pytest.raises(ConfigError, match="has no results.json"):
+    with pytest.raises(RunError, match="has no results.json"):
         load_predictions(old, "test")
     (old / "results.json").write_text(json.dumps({"scores": {"test": {"metric": "accuracy", "score": 90.0}}}))
-    with pytest.raises(ConfigError, match="has no predictions for test: it was trained before cn3 0.3 or the split "
+    with pytest.raises(RunError, match="has no predictions for test: it was trained before cn3 0.3 or the split "
                                           "was not scored"):
         load_predictions(old, "test")
     run = write_run(tmp_path / "run", "dev", GOLD, PRED_A, "accuracy")
-    with pytest.raises(ConfigError, match=r"no predictions for test: .*\(it has predictions for: dev\)"):
+    with pytest.raises(RunError, match=r"no predictions for test: .*\(it has predictions for: dev\)"):
         load_predictions(run, "test")
     (run / "predictions" / "dev.jsonl").unlink()
-    with pytest.raises(ConfigError, match=r"no predictions for dev: .*dev\.jsonl is missing"):
+    with pytest.raises(RunError, match=r"no predictions for dev: .*dev\.jsonl is missing"):
         load_predictions(run, "dev")
 
 
@@ -379,7 +380,7 @@ def test_load_predictions_names_the_bad_line(tmp_path, line, message):
     lines = path.read_text().splitlines()
     lines[2] = line
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(RunError) as err:
         load_predictions(run, "test")
     assert str(path) in str(err.value) and message in str(err.value)
 
@@ -389,10 +390,10 @@ def test_load_predictions_checks_the_item_count_and_tags(tmp_path):
     results = json.loads((run / "results.json").read_text())
     results["predictions"]["test"]["items"] = 11
     (run / "results.json").write_text(json.dumps(results))
-    with pytest.raises(ConfigError, match="10 items, but .*results.json says 11"):
+    with pytest.raises(RunError, match="10 items, but .*results.json says 11"):
         load_predictions(run, "test")
     tagged = write_run(tmp_path / "tagged", "test", TAGS_GOLD, [t[:-1] for t in TAGS_A], "span_f1", "BIOES")
-    with pytest.raises(ConfigError, match="line 1: 4 gold tags but 3 predicted"):
+    with pytest.raises(RunError, match="line 1: 4 gold tags but 3 predicted"):
         load_predictions(tagged, "test")
 
 

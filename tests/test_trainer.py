@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from cn3.config import ConfigError
-from cn3.loop import run_loop as real_run_loop
 from cn3.sentence.resolve import resolve_config
 from cn3.run_dir import RunDir
-from cn3.sentence.trainer import load_model, train
+from cn3.sentence.inference import load_model
+from cn3.train.trainer import Trainer, train
 from data_prep.prepare import PrepareSettings, prepare
+
+real_fit = Trainer.fit
 
 # slow: real trainings, resume replays (`pytest -m "not slow"` is the quick loop)
 pytestmark = pytest.mark.slow
@@ -111,8 +113,8 @@ def test_deterministic_algorithms_are_scoped_to_the_run(prepared, tmp_path, monk
     """``train.deterministic`` turns torch's deterministic algorithms on for the loop only (CPU kernels
     are deterministic already: the same weights as without it) and leaves the process as it was."""
     seen = []
-    monkeypatch.setattr("cn3.sentence.trainer.run_loop", lambda *a, **k: seen.append(torch.are_deterministic_algorithms_enabled())
-                        or real_run_loop(*a, **k))
+    monkeypatch.setattr(Trainer, "fit", lambda self: seen.append(torch.are_deterministic_algorithms_enabled())
+                        or real_fit(self))
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=100", "train.epochs=1", "train.batch_size=16"]
     run("trec", data, tmp_path / "a", common)
@@ -202,7 +204,7 @@ def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatc
     import os
     import signal
 
-    import cn3.sentence.trainer as trainer_module
+    import cn3.sentence.task as trainer_module
 
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=200", "train.epochs=2", "train.batch_size=16"]
@@ -231,7 +233,7 @@ def test_sigterm_saves_latest_and_resume_finishes(prepared, tmp_path, monkeypatc
 def test_interrupted_evaluation_is_redone_on_resume(prepared, tmp_path, monkeypatch):
     """Ctrl-C during a dev evaluation: resuming evaluates again before training on, so the run's
     evaluations, checkpoints and scores equal an uninterrupted run's."""
-    import cn3.sentence.trainer as trainer_module
+    import cn3.sentence.task as trainer_module
 
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=200", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2"]

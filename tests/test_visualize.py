@@ -25,7 +25,7 @@ TINY = ["train.max_steps=12", "train.evals_per_epoch=40", "train.batch_size=16",
 
 def _train(prepared: Path, task: str, run: Path, *extra: str) -> Path:
     from cn3.sentence.resolve import resolve_config
-    from cn3.sentence.trainer import train
+    from cn3.train.trainer import train
 
     cfg = resolve_config(task, None, {"data.prepared": prepared}, [*TINY, *extra])
     train(cfg, run, device_name="cpu")
@@ -78,7 +78,7 @@ def test_edge_view_is_the_models_own_graph(runs):
     from cn3.layers import DynamicGraphLayer
     from cn3.run_dir import RunDir
     from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import load_model
+    from cn3.sentence.inference import load_model
     from cn3.visualize import edge_view, resolve_word
 
     device = resolve_device("cpu")
@@ -174,7 +174,7 @@ def test_figure_titles_fit_the_figure(runs, monkeypatch):
     import cn3.visualize.figure as figure
     from cn3.runtime import resolve_device
     from cn3.run_dir import RunDir
-    from cn3.sentence.trainer import load_model
+    from cn3.sentence.inference import load_model
     from cn3.visualize import edge_view, resolve_layers
     from cn3.visualize.figure import render_figure
 

@@ -14,7 +14,7 @@ import torch
 
 from cn3.sentence.batching import make_batch
 from cn3.encoders import ENCODERS
-from cn3.loop import make_optimizer
+from cn3.train.optim import make_optimizer
 from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
 from cn3.sentence.config import ModelConfig
 from data_prep.dataset import load_prepared

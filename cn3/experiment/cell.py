@@ -59,9 +59,8 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
         The exit code ``cn3 train`` would give: 0 trained, 1 failed (the error is in the log),
         130 interrupted (Ctrl-C, SIGTERM, a cancelled task: ``latest.pt`` saved).
     """
-    from cn3.config import ConfigError
     from cn3.util.console import console
-    from cn3.util.errors import DataError
+    from cn3.util.errors import Cn3Error
 
     previous_dir = os.getcwd()
     if workdir is not None:
@@ -75,7 +74,7 @@ def run_cell(cell: Cell, threads: int, workdir: str | Path | None = None, worker
         print(f"$ {command}\n{WORKER_MARK}{worker or describe_worker()}", flush=True)
         try:
             _train(cell, threads, run_dir, resume, command)
-        except (ConfigError, DataError) as err:  # as the CLI prints them: one line, no traceback
+        except Cn3Error as err:  # as the CLI prints them: one line, no traceback
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             return 1
         except KeyboardInterrupt:
@@ -93,7 +92,9 @@ def _train(cell: Cell, threads: int, run_dir: Path, resume: bool, command: str) 
     """What ``cn3 <cell.command(...)>`` does, as a call."""
     overrides = [*cell.overrides, f"train.num_threads={threads}"]
     cfg, run_dir = cell.kind.resolve_run(cell.task, {"train.seed": cell.seed}, overrides, run_dir, resume)
-    cell.kind.train(cfg, run_dir, resume, command)
+    from cn3.train.trainer import train
+
+    train(cfg, run_dir, resume=resume, command=command)
 
 
 def _log_to(path: Path) -> tuple[int, int]:

@@ -226,7 +226,7 @@ class RayLauncher(Launcher):
 
 def _as_sigterm(signum, frame):
     """Deliver the signal as SIGTERM, which the training loop turns into a stop between two updates
-    (:class:`cn3.loop.Interrupts`: a checkpoint holds whole updates only); raising here would stop it
+    (:class:`cn3.train.interrupts.Interrupts`: a checkpoint holds whole updates only); raising here would stop it
     mid-update."""
     os.kill(os.getpid(), signal.SIGTERM)
 

@@ -1,4 +1,8 @@
-"""New text through a trained run: tokenise and annotate as the run's data was, map through its vocab."""
+"""A trained sentence run in use: load it, score a prepared split, predict new text.
+
+New text is tokenised and annotated as the run's data was and mapped through its vocabulary
+(and the pretrained vectors it recorded), so a file scores the same whether or not it was staged.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,96 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cn3.config import ConfigError
+from cn3.bucketing import bucketed_batches
+from cn3.compat import check_sentence_run, upgrade_sentence_config
+from cn3.config import ConfigError, from_dict
+from cn3.metrics import score
+from cn3.run_dir import RunDir
+from cn3.runtime import load_checkpoint
+from cn3.sentence.batching import item_lengths, make_batch
+from cn3.sentence.config import RunConfig
 from cn3.sentence.crf_marginals import crf_marginals
-from cn3.sentence.trainer import scored_batches
+from cn3.sentence.model import ModelArgs, SentenceGraphModel
 from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
+
+
+@dataclass
+class LoadedModel:
+    model: SentenceGraphModel
+    config: RunConfig
+    vocabs: dict
+    manifest: dict
+    checkpoint: dict
+
+
+def load_model(run: RunDir, device: torch.device, which: str = "best") -> LoadedModel:
+    """Rebuild a trained model from its self-describing checkpoint (its ``model`` weights)."""
+    from data_prep.vocab import Vocab
+
+    run.require()
+    path = run.best if which == "best" and run.best.is_file() else run.latest
+    ckpt = load_checkpoint(path)
+    check_sentence_run(ckpt["config"], ckpt.get("cn3_version"), str(path))
+    config = from_dict(RunConfig, upgrade_sentence_config(ckpt["config"], ckpt.get("cn3_version")))
+    model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
+    model.load_state_dict(ckpt["model"])
+    model.to(device).eval()
+    vocabs = {k: Vocab.from_dict(v) for k, v in ckpt["vocab"].items()}
+    return LoadedModel(model, config, vocabs, ckpt["manifest"], ckpt)
+
+
+def scored_batches(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128):
+    """The model's outputs over ``dataset`` in length-sorted batches, in eval mode and without
+    gradients: yields ``(batch, out, rows)`` where ``rows`` pairs each row with its item and length.
+
+    Words of ``dataset`` outside the model's vocabulary that have a pretrained vector are embedded
+    with it (``dataset.open_vectors``; see :func:`data_prep.store.open_vocabulary`)."""
+    model.eval()
+    lengths = item_lengths(dataset)
+    with torch.no_grad(), model.nodes.open_vocabulary(getattr(dataset, "open_vectors", None)):
+        for indices in bucketed_batches(lengths, batch_size, shuffle=False):
+            batch = make_batch(dataset, indices).to(device)
+            yield batch, model(batch, with_loss=False), [(row, i, lengths[i]) for row, i in enumerate(indices)]
+
+
+def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128,
+            keep_info: bool = False) -> tuple[list, list]:
+    """Predictions for every item of ``dataset`` in dataset order: class ids, or tag-id lists.
+
+    Returns ``(predictions, infos)``; ``infos`` holds each batch's attention/gate outputs when
+    ``keep_info`` (for visualisation), else is empty.
+    """
+    preds: list = [None] * len(dataset)
+    infos = []
+    for batch, out, rows in scored_batches(model, dataset, device, batch_size):
+        for row, i, n in rows:
+            preds[i] = out.pred[row, :n].tolist() if model.args.level == "node" else int(out.pred[row])
+        if keep_info:
+            infos.append(([i for _, i, _ in rows], out.info))
+    return preds, infos
+
+
+def gold_and_predictions(model, dataset, labels: list[str], level: str, device,
+                         batch_size: int = 128) -> tuple[list, list]:
+    """``(gold, pred)`` for a dataset whose items carry gold labels, in dataset order, as label strings
+    (or tag-string lists for ``level == "node"``): what :func:`cn3.metrics.score` scores and what a
+    run's ``predictions/<split>.jsonl`` keeps, so one pass of the model serves both."""
+    preds, _ = predict(model, dataset, device, batch_size)
+    if level == "node":
+        gold = [[labels[t] for t in dataset[i].y.tolist()] for i in range(len(dataset))]
+        pred = [[labels[t] for t in p] for p in preds]
+    else:
+        gold = [labels[int(y)] for y in dataset.t["y"]]
+        pred = [labels[p] for p in preds]
+    return gold, pred
+
+
+def evaluate_dataset(model, dataset, labels: list[str], level: str, tag_scheme: str | None,
+                     device, batch_size: int = 128) -> dict:
+    """Score ``model`` on a dataset whose items carry gold labels."""
+    return score(level, tag_scheme, *gold_and_predictions(model, dataset, labels, level, device, batch_size))
 
 
 def annotator_for_run(manifest: dict, examples_have_gold: bool, override: str | None = None):

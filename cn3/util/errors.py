@@ -1,12 +1,34 @@
-"""The one error type for bad input: it names the file, the line and what was expected."""
+"""cn3's errors for what a user can fix, each ending a command with one line and exit code 1.
+
+* :class:`ConfigError`: a bad configuration (unknown key, wrong type, invalid value), named by key;
+* :class:`DataError`: bad input data, named by file and line;
+* :class:`RunError`: a run directory or checkpoint that cannot be used as asked (missing, busy,
+  unfinished, unreadable, of another kind).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-class DataError(Exception):
-    """Bad input data. The CLI prints ``str(err)`` and exits with code 1, without a traceback.
+class Cn3Error(Exception):
+    """An error the user can fix: the CLI prints ``str(err)`` and exits with :attr:`exit_code`,
+    without a traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(Cn3Error):
+    """A bad configuration: unknown key, wrong type, invalid value. The message names the key."""
+
+
+class RunError(Cn3Error):
+    """A run directory or checkpoint that cannot be used as asked: missing, busy (another process
+    trains into it), unfinished, unreadable, or of another kind of run."""
+
+
+class DataError(Cn3Error):
+    """Bad input data.
 
     Args:
         message: what is wrong and what was expected.

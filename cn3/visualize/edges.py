@@ -86,13 +86,13 @@ def input_line(texts: list[str], level: str, task: str) -> str:
 
 
 def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
-    """Run ``texts`` through a loaded run (``cn3.sentence.trainer.load_model``) and collect its soft graphs.
+    """Run ``texts`` through a loaded run (``cn3.sentence.inference.load_model``) and collect its soft graphs.
 
     ``texts``: one sentence, or premise and hypothesis for pair tasks. ``vectors``: the run's word
     vectors (``cn3.sentence.inference.run_vectors``), for the words outside its vocabulary.
     """
     from cn3.sentence.inference import examples_dataset, text_examples
-    from cn3.sentence.trainer import predict
+    from cn3.sentence.inference import predict
 
     manifest, encoder = loaded.manifest, loaded.config.model.encoder
     check_has_edges(encoder)

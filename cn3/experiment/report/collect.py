@@ -213,8 +213,8 @@ def _run_data(run_dir: Path):
 def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[dict]]:
     """The level of the run's dataset, and the records of ``split`` and of ``train`` as the run trained
     and scored them: the prepared dataset of its config (as ``cn3 train`` found it) with its
-    ``data.limit`` applied to both (:func:`cn3.sentence.trainer._train`)."""
-    from cn3.sentence.trainer import prepared_path
+    ``data.limit`` applied to both (:func:`cn3.sentence.task.build_task`)."""
+    from cn3.sentence.prepared import prepared_path
     from data_prep.dataset import load_prepared
 
     data = repr(dataclasses.replace(cfg.data, limit=0))  # cells differing only in data.limit share a dataset

@@ -10,7 +10,7 @@ import torch
 from cn3.sentence.inference import examples_dataset, read_task_file, run_vectors
 from cn3.run_dir import RunDir
 from cn3.stats import paired_test
-from cn3.sentence.trainer import load_model, predict
+from cn3.sentence.inference import load_model, predict
 
 torch.set_num_threads(1)
 DEV = os.path.join(os.environ.get("CN3_DATA", "../shared/data"), "ud_english_ewt", "en_ewt-ud-dev.conllu")
