@@ -35,10 +35,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cn3.attention import padding_mask  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.hybrid_attention import HybridSelfAttention  # noqa: E402
-from cn3.layers.transformer import MultiHeadAttention  # noqa: E402
 from cn3.layers.onlstm import ONLSTM  # noqa: E402
+from cn3.layers.transformer import MultiHeadAttention  # noqa: E402
 
 ATTENTION_SHAPES = [(64, 25, 256, 4), (32, 50, 512, 8), (8, 200, 512, 8)]
 RNN_SHAPES = [(64, 25, 256), (32, 50, 512)]

@@ -23,7 +23,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from cn3.run_dir import split_scores
+from cn3.runs.records import split_scores
 
 
 def load(paths: list[Path]) -> list[dict]:

@@ -216,7 +216,8 @@ def main() -> None:
                                 "ratio": figures["ms"] / mha})
             peaks = "/".join("-" if measured[i]["peak_mb"] is None else f"{measured[i]['peak_mb']:.0f}"
                              for i in impls + ["mha"])
-            print(f"{batch:>4} x {n:<4} {dtype_name:>5} " + " ".join(f"{measured[i]['ms']:14.2f}" for i in impls + ["mha"])
+            print(f"{batch:>4} x {n:<4} {dtype_name:>5} "
+                  + " ".join(f"{measured[i]['ms']:14.2f}" for i in impls + ["mha"])
                   + " | " + " ".join(f"{measured[i]['ms'] / mha:13.2f}x" for i in impls) + f" | {peaks}", flush=True)
             del steps, x
             if cuda:

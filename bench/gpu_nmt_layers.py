@@ -53,7 +53,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cn3.layers.onlstm as onlstm  # noqa: E402
-from cn3.attention import padding_mask  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.hybrid_attention import HybridSelfAttention  # noqa: E402
 from cn3.layers.onlstm import ONLSTM  # noqa: E402
 from cn3.layers.transformer import EncoderLayer, MultiHeadAttention  # noqa: E402

@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cn3.attention import padding_mask  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.onlstm import ONLSTM  # noqa: E402
 
 SHAPES = [(64, 25, 256), (32, 50, 512), (8, 200, 512)]

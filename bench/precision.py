@@ -35,8 +35,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cn3.attention import padding_mask  # noqa: E402
 from cn3.layers import DynamicGraphLayer  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.hybrid_attention import HybridSelfAttention  # noqa: E402
 from cn3.layers.onlstm import ONLSTM  # noqa: E402
 from cn3.layers.transformer import EncoderLayer, MultiHeadAttention  # noqa: E402
@@ -88,8 +88,9 @@ def bench_layers(args) -> None:
         mha = nn.MultiheadAttention(300, 1, batch_first=True)
         f, h, r = pair_race(layer_step(cn3, x, mask, lambda m, x, k: m(x, k)[0]), warmup, repeats)
         # the reference: fp32 MHA, timed back to back with the bf16 CN3 layer
-        mha_fp32, cn3_bf16, _ = pair_race(_against(layer_step(mha, x, None, lambda m, x, k: m(x, x, x, need_weights=False)[0]),
-                                                   layer_step(cn3, x, mask, lambda m, x, k: m(x, k)[0])), warmup, repeats)
+        mha_fp32, cn3_bf16, _ = pair_race(
+            _against(layer_step(mha, x, None, lambda m, x, k: m(x, x, x, need_weights=False)[0]),
+                     layer_step(cn3, x, mask, lambda m, x, k: m(x, k)[0])), warmup, repeats)
         print(f"{'CN3 layer (d 300, e 100)':<28} {f'{batch} x {n}':>16} {f:9.1f} {h:9.1f} {r:8.2f}x"
               f"   bf16 CN3 / fp32 MHA: {cn3_bf16 / mha_fp32:.2f}x", flush=True)
     for batch, n, d, heads in NMT_SHAPES[: 2 if args.quick else None]:
@@ -128,12 +129,12 @@ def _against(reference, candidate):
 
 def sentence_steps(args) -> None:
     from cn3.sentence.batching import item_lengths, make_batch
-    from cn3.bucketing import bucketed_batches
-    from cn3.train.optim import make_optimizer
     from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
-    from cn3.sentence.resolve import resolve_config
-    from cn3.runtime import autocast, seed_everything
     from cn3.sentence.prepared import ensure_prepared
+    from cn3.sentence.resolve import resolve_config
+    from cn3.train.bucketing import bucketed_batches
+    from cn3.train.optim import make_optimizer
+    from cn3.train.runtime import autocast, seed_everything
     from data_prep.dataset import load_prepared
 
     cfg = resolve_config("snli", None, {}, [])
@@ -163,14 +164,15 @@ def sentence_steps(args) -> None:
 
 
 def translation_steps(args) -> None:
+    import yaml
+
     from cn3.nmt.config import config_from_dict
     from cn3.nmt.data import Tokenizer, encode_pairs, load_split, make_batch
     from cn3.nmt.task import token_lengths
-    from cn3.bucketing import bucketed_batches
-    from cn3.train.optim import make_optimizer
     from cn3.nmt.transformer import ModelArgs, Seq2Seq
-    from cn3.runtime import autocast, seed_everything
-    import yaml
+    from cn3.train.bucketing import bucketed_batches
+    from cn3.train.optim import make_optimizer
+    from cn3.train.runtime import autocast, seed_everything
 
     root = Path(__file__).resolve().parents[1]
     raw = yaml.safe_load((root / "cn3/configs/nmt/small.yaml").read_text())
@@ -185,7 +187,8 @@ def translation_steps(args) -> None:
     for precision in ("fp32", "bf16"):
         seed_everything(0)
         model = Seq2Seq(cfg.model, ModelArgs(tok.src_vocab, tok.tgt_vocab)).train()
-        models[precision] = (model, make_optimizer(model, "adam", cfg.train.lr, cfg.train.l2, betas=(0.9, 0.98), eps=1e-9))
+        models[precision] = (model, make_optimizer(model, "adam", cfg.train.lr, cfg.train.l2,
+                                                   betas=(0.9, 0.98), eps=1e-9))
     device = torch.device("cpu")
 
     def step(precision: str, indices) -> int:

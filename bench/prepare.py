@@ -68,7 +68,8 @@ def main() -> None:
     ours, raw, ratio = spacy_ratio(root, args.spacy_sentences, args.repeats)
     n = args.spacy_sentences
     print(f"spaCy annotator vs raw nlp.pipe on the same {n:,} CoNLL-2003 docs (median of {args.repeats}):")
-    print(f"  annotator {n / ours:,.0f} sent/s, raw nlp.pipe {n / raw:,.0f} sent/s, ratio {ratio:.3f}x (target <= 1.2x)")
+    print(f"  annotator {n / ours:,.0f} sent/s, raw nlp.pipe {n / raw:,.0f} sent/s, "
+          f"ratio {ratio:.3f}x (target <= 1.2x)")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ well under a millisecond, on rank 0 only, in every layout alike.) The window mus
 first epoch, so no epoch-end evaluation or checkpoint falls in it; the script checks this. With
 ``--out DIR`` the runs and ``DIR/processes.json`` (every run's window, items and per-update times)
 are kept. Every layout trains the
-same updates on the same global batches (``cn3.distributed``: a rank takes a strided share of each
+same updates on the same global batches (``cn3.train.distributed``: a rank takes a strided share of each
 batch), so items per window are counted once per task from the task's own ``batches(0)`` and
 ``count`` (per subword model for ``nmt``), and the ratios are ratios of updates/s too.
 
@@ -59,7 +59,7 @@ cores). One update with ``N`` processes costs about
   sequential time steps, whose count is the batch's length whatever its width), and the optimizer
   step and gradient clipping, which every rank runs over all parameters;
 * ``c(N)``: the all-reduce of ``P`` float32 gradients, ``4P`` bytes per update, not overlapped with
-  the backward pass (``cn3/distributed.py`` explains why not DDP). A ring all-reduce moves
+  the backward pass (``cn3/train/distributed.py`` explains why not DDP). A ring all-reduce moves
   ``2 (N-1)/N x 4P`` bytes per process, so ``c(N) ~ c(2) x 2 (N-1)/N``, at most twice ``c(2)``,
   plus a latency per step that grows with ``N`` (ignored: optimistic).
 
@@ -196,7 +196,8 @@ class Counter:
         if task == "trec":
             key = "trec"
         else:
-            key = "nmt:" + hashlib.sha256(b"".join(p.read_bytes() for p in sorted(run_dir.glob("spm.*.model")))).hexdigest()
+            key = "nmt:" + hashlib.sha256(
+                b"".join(p.read_bytes() for p in sorted(run_dir.glob("spm.*.model")))).hexdigest()
         if key not in self.cache:
             self.cache[key] = self._count(task, run_dir)
         return self.cache[key]
@@ -304,7 +305,8 @@ def table(results: list[Result], tasks: list[str]) -> dict:
                                        "ratio": statistics.median(ratios) if ratios else float("nan")}
             ratio_text = (f"{statistics.median(ratios):.2f}x | {min(ratios):.2f}x | {max(ratios):.2f}x"
                           if ratios else "– | – | –")
-            print(f"| {task} ({UNITS[task]}) | {layout} | {p} x {t} | {len(runs)} | {fmt_rate(statistics.median(rates))} "
+            print(f"| {task} ({UNITS[task]}) | {layout} | {p} x {t} | {len(runs)} "
+                  f"| {fmt_rate(statistics.median(rates))} "
                   f"| {fmt_rate(min(rates))} | {fmt_rate(max(rates))} | {step_ms:.1f} | {ratio_text} |")
     return summary
 
@@ -321,7 +323,8 @@ def estimate(task: str, summary: dict, params: int, c2: float, batch_note: str) 
     proj = {n: t1 / (a + b / n + c2 * 2 * (n - 1) / n) for n in (2, 4, 8, 16)}
     gb = 4 * params / 1e9
     print(f"\n{task}: P = {params:,} trainable parameters, all-reduce {4 * params / 1e6:.1f} MB per update; "
-          f"measured: T(1) = {1e3 * t1:.1f} ms, T(2) = {1e3 * t2:.1f} ms, c(2) = {1e3 * c2:.2f} ms (gloo, 2 x 1 thread)")
+          f"measured: T(1) = {1e3 * t1:.1f} ms, T(2) = {1e3 * t2:.1f} ms, c(2) = {1e3 * c2:.2f} ms "
+          f"(gloo, 2 x 1 thread)")
     print(f"  fit T(N) = a + b/N + c(N): a = {1e3 * a:.1f} ms (does not divide), b = {1e3 * b:.1f} ms "
           f"(divides over ranks; {100 * b / t1:.0f}% of T(1)){' (clamped to [0, T(1)])' if clamped else ''}; "
           f"{batch_note}")
@@ -345,8 +348,8 @@ def write_val(out: Path) -> None:
 
 
 def prepare_trec(prepared: Path) -> Path:
-    from cn3.sentence.resolve import resolve_config
     from cn3.sentence.prepared import ensure_prepared
+    from cn3.sentence.resolve import resolve_config
 
     return ensure_prepared(resolve_config("trec", None, {}, [f"data.prepared={prepared}"]))
 
@@ -361,7 +364,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=None, help="untimed updates before the window (default 5)")
     parser.add_argument("--repeats", type=int, default=None, help="rounds of every layout (default 3; --quick 2)")
     parser.add_argument("--tasks", default="trec,nmt", help="comma-separated: trec, nmt")
-    parser.add_argument("--out", type=Path, default=None, help="keep runs here (default: a temporary directory, removed)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="keep runs here (default: a temporary directory, removed)")
     parser.add_argument("--prepared", type=Path, default=None,
                         help="prepared TREC directory (default OUT/prepared/trec, prepared once with spaCy)")
     parser.add_argument("--allreduce-iters", type=int, default=None, help="timed all-reduces (default 50; --smoke 3)")
@@ -380,7 +384,8 @@ def main() -> None:
     try:
         import tensorboard  # noqa: F401
     except ImportError:
-        raise SystemExit("bench/processes.py reads the runs' TensorBoard scalars: pip install 'cn3[tensorboard]'") from None
+        raise SystemExit("bench/processes.py reads the runs' TensorBoard scalars: "
+                         "pip install 'cn3[tensorboard]'") from None
     torch.set_num_threads(1)  # this process only waits and counts: leave the cores to the runs
 
     keep = args.out is not None
@@ -415,8 +420,8 @@ def main() -> None:
             params = next(p for key, (_, p) in counter.cache.items() if key.split(":")[0] == task)
             counts = next(c for key, (c, _) in counter.cache.items() if key.split(":")[0] == task)
             c2 = allreduce_seconds(params, args.allreduce_iters, out)
-            note = (f"global batch {statistics.median(counts):,.0f} {'sentences' if task == 'trec' else 'target tokens'} "
-                    f"(median), {len(counts)} per epoch")
+            note = (f"global batch {statistics.median(counts):,.0f} "
+                    f"{'sentences' if task == 'trec' else 'target tokens'} (median), {len(counts)} per epoch")
             estimate(task, summary, params, c2, note)
     finally:
         if not keep:

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from cn3.metrics import accuracy
-from cn3.run_dir import RunDir
-from cn3.stats import paired_test, welch
-from cn3.sentence.prepared import ensure_prepared
+from cn3.runs.layout import RunDir
 from cn3.sentence.inference import load_model, predict
+from cn3.sentence.prepared import ensure_prepared
+from cn3.stats import paired_test, welch
 from data_prep.dataset import load_prepared
 
 

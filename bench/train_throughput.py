@@ -15,12 +15,12 @@ import time
 import torch
 
 from cn3.sentence.batching import item_lengths, make_batch
-from cn3.bucketing import bucketed_batches
-from cn3.train.optim import make_optimizer
 from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
-from cn3.sentence.resolve import resolve_config
-from cn3.runtime import seed_everything
 from cn3.sentence.prepared import ensure_prepared
+from cn3.sentence.resolve import resolve_config
+from cn3.train.bucketing import bucketed_batches
+from cn3.train.optim import make_optimizer
+from cn3.train.runtime import seed_everything
 from data_prep.dataset import load_prepared
 
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cn3.run_dir import split_scores
+from cn3.runs.records import split_scores
 
 REPO = Path(__file__).resolve().parents[1]
 _SCRIPT = REPO / ".venv" / "bin" / "cn3"
@@ -71,7 +71,8 @@ def main() -> None:
             continue
         results = json.loads((run_dir / "results.json").read_text())
         test = json.loads(record.strip().splitlines()[-1])
-        rows.append({"window": m, "dev_bleu": split_scores(results).get("val", {}).get("score"), "test2016_bleu": test["bleu"],
+        rows.append({"window": m, "dev_bleu": split_scores(results).get("val", {}).get("score"),
+                     "test2016_bleu": test["bleu"],
                      "best_epoch": results["best_epoch"], "steps": results["steps"], "seconds": results["seconds"],
                      "signature": test["signature"]})
     if args.dry_run:

@@ -56,7 +56,7 @@ def upgrade_command(
 
         cn3 checkpoint upgrade runs/grids/xu-table1
     """
-    from cn3.runtime import upgrade_checkpoint
+    from cn3.train.checkpoints import upgrade_checkpoint
 
     with user_errors():
         files = checkpoints_under(path)

@@ -40,8 +40,8 @@ def encoders_command(
 
     from cn3.encoders import ENCODERS
     from cn3.encoders.registry import LEVEL_NAMES
-    from cn3.sentence.model import ModelArgs, SentenceGraphModel
     from cn3.sentence.config import ModelConfig
+    from cn3.sentence.model import ModelArgs, SentenceGraphModel
 
     if names:
         for name in ENCODERS:

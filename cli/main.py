@@ -11,9 +11,9 @@ from cli.compare import compare_command
 from cli.encoders import encoders_command
 from cli.experiment import experiment_app
 from cli.help_text import unwrap_help
-from cli.prepare import prepare_command, tasks_command
 from cli.nmt import nmt_app
 from cli.plot import plot_command
+from cli.prepare import prepare_command, tasks_command
 from cli.probe import compare_probes_command, probe_command
 from cli.train import evaluate_command, predict_command, train_command
 from cli.visualize import visualize_app

@@ -12,7 +12,7 @@ import typer
 from cli.errors import user_errors
 from cli.train import Device, warn_ignored_options
 from cn3.encoders import ENCODERS
-from cn3.run_kinds import TRANSLATION
+from cn3.runs.kinds import TRANSLATION
 from cn3.util.console import console
 
 nmt_app = typer.Typer(
@@ -113,9 +113,9 @@ def translate_command(
 
         cn3 nmt translate RUN --file sentences.en --beam 5 > sentences.de
     """
-    from cn3.nmt.search import translate_lines
     from cn3.nmt.inference import load_run, sentence_progress
-    from cn3.runtime import resolve_device
+    from cn3.nmt.search import translate_lines
+    from cn3.train.runtime import resolve_device
 
     with user_errors():
         dev = resolve_device(device.value)
@@ -144,10 +144,10 @@ def evaluate_command(
 
     Prints the BLEU line and the sacreBLEU signature; one JSON record goes to stdout.
     """
-    from cn3.util.atomic import atomic_write_text
     from cn3.nmt.data import canonical_split, load_split, read_parallel
     from cn3.nmt.inference import load_run, score_pairs
-    from cn3.runtime import resolve_device
+    from cn3.train.runtime import resolve_device
+    from cn3.util.atomic import atomic_write_text
 
     with user_errors():
         if (src is None) != (tgt is None):
@@ -188,12 +188,12 @@ def gates_command(
     """
     from rich.table import Table
 
-    from cn3.util.atomic import atomic_write, atomic_write_json
     from cn3.config import ConfigError
     from cn3.nmt.analysis import collect_gates, has_gates, plot_gates, tag_words
     from cn3.nmt.data import canonical_split, load_split
     from cn3.nmt.inference import load_run
-    from cn3.runtime import resolve_device
+    from cn3.train.runtime import resolve_device
+    from cn3.util.atomic import atomic_write, atomic_write_json
 
     with user_errors():
         dev = resolve_device(device.value)

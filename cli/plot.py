@@ -29,7 +29,7 @@ def plot_command(
 
         cn3 plot runs/nmt-* --metric dev_bleu --out bleu.png
     """
-    from cn3.curves import DEFAULT_PANELS, plot_runs
+    from cn3.train.curves import DEFAULT_PANELS, plot_runs
 
     with user_errors():
         written = plot_runs(runs, out, metrics or DEFAULT_PANELS)

@@ -35,7 +35,8 @@ class CustomFormat(str, Enum):
 def prepare_command(
     task: Task = typer.Option(..., "--task", "-t", help="Task to prepare (`cn3 tasks` lists them)."),
     data: Path = typer.Option(None, "--data", help="Data root (default: $CN3_DATA or ../shared/data)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: prepared/<task>, prepared/<task>-fold<k> for CV tasks)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: prepared/<task>, "
+                             "prepared/<task>-fold<k> for CV tasks)."),
     annotator: AnnotatorName = typer.Option(
         None, "--annotator", "-a",
         help="Where POS tags and dependency arcs come from. Default: gold when the files carry POS and "

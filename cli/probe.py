@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from cn3.config import ConfigError
 from cli.train import Device
+from cn3.config import ConfigError
 from cn3.util.console import console
 
 
@@ -61,8 +61,8 @@ def probe_command(
 
         cn3 probe runs/nmt-onlstm_san --tasks sentlen,treedepth,topconst --out probes/onlstm_san
     """
-    from cn3.probe import open_run, parse_tasks, run_probe
-    from cn3.runtime import resolve_device
+    from cn3.probe.probing import open_run, parse_tasks, run_probe
+    from cn3.train.runtime import resolve_device
     from cn3.util.atomic import atomic_write_json
     from cn3.util.console import progress
     from data_prep.paths import data_root
@@ -152,7 +152,7 @@ def compare_probes_command(
 
         cn3 compare-probes p/onlstm_san-seed1 --features H_onlstm -b p/onlstm_san-seed1 --against-features H_san
     """
-    from cn3.probe_compare import compare_probes, probe_side
+    from cn3.probe.compare import compare_probes, probe_side
     from cn3.util.atomic import atomic_write_json
 
     with user_errors():

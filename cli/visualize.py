@@ -46,12 +46,10 @@ def edges_command(
 
         cn3 visualize edges runs/snli-cn3-seed1 "A man plays a guitar ." "A person makes music ." --out pair.png
     """
-    from cn3.sentence.inference import run_vectors
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.inference import load_model
-    from cn3.visualize import (edge_view, output_format, render_terminal, resolve_layers, resolve_word,
-                               write_output)
+    from cn3.runs.layout import RunDir
+    from cn3.sentence.inference import load_model, run_vectors
+    from cn3.train.runtime import resolve_device
+    from cn3.visualize import edge_view, output_format, render_terminal, resolve_layers, resolve_word, write_output
     from cn3.visualize.edges import hub_line
 
     with user_errors():

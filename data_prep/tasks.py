@@ -12,13 +12,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from data_prep import probing, readers, tagging
-from data_prep.readers import (
-    read_conll2000, read_conll2003, read_conllu, read_imdb, read_logic, read_sick, read_snli, read_sst2,
-    read_sst5, read_trec,
-)
 from cn3.util.errors import DataError
+from data_prep import probing, readers, tagging
 from data_prep.example import Example
+from data_prep.readers import (
+    read_conll2000,
+    read_conll2003,
+    read_conllu,
+    read_imdb,
+    read_logic,
+    read_sick,
+    read_snli,
+    read_sst2,
+    read_sst5,
+    read_trec,
+)
 from data_prep.readers.columns import CHUNK_TYPES, NER_TYPES
 from data_prep.readers.common import task_dir
 from data_prep.readers.custom import TOKENIZE as CUSTOM_TOKENIZE
@@ -29,8 +37,8 @@ from data_prep.readers.logic import LOGIC_LABELS, TEST_MAX_OPS, TRAIN_MAX_OPS, f
 from data_prep.readers.nli import NLI_LABELS, SNLI_FILES
 from data_prep.readers.splits import check_fold
 from data_prep.readers.sst import SST2_LABELS, SST5_LABELS
-from data_prep.readers.treebanks import PTB_TAGS, UD_FILES, UPOS_TAGS
 from data_prep.readers.trec import TREC_COARSE
+from data_prep.readers.treebanks import PTB_TAGS, UD_FILES, UPOS_TAGS
 from data_prep.taskspec import TaskOptions, TaskSpec
 from data_prep.tokenize import tokenize_attached_clitics
 
@@ -198,7 +206,8 @@ _TASK_LIST = [
         load=readers.load_conll2000,
         gold=POS,
         tag_scheme="BIOES",
-        notes="IOB2 tags converted to the tag scheme; dev = last 1,000 train sentences; test POS are Brill-tagger output",
+        notes=("IOB2 tags converted to the tag scheme; dev = last 1,000 train sentences; "
+               "test POS are Brill-tagger output"),
     ),
     TaskSpec(
         name="ud_pos",
@@ -224,7 +233,8 @@ _TASK_LIST = [
         labels=PTB_TAGS,
         gold=POS_DEPS,
         label_is_pos=True,
-        notes="split by WSJ file number (made for the sample); unlabeled heads only (deprels None); not comparable to full-PTB results",
+        notes=("split by WSJ file number (made for the sample); unlabeled heads only (deprels None); "
+               "not comparable to full-PTB results"),
     ),
     TaskSpec(
         name="logic",

@@ -116,9 +116,9 @@ import json, sys, time, warnings
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cn3.bucketing import batch_loader
+from cn3.train.bucketing import batch_loader
 from cn3.sentence.resolve import resolve_config
-from cn3.runtime import resolve_device
+from cn3.train.runtime import resolve_device
 from cn3.sentence.task import SentenceTask
 from data_prep.dataset import load_prepared
 
@@ -234,7 +234,7 @@ from pathlib import Path
 
 import torch
 
-from cn3.runtime import load_checkpoint
+from cn3.train.checkpoints import load_checkpoint
 
 a, b = (load_checkpoint(Path(d) / "latest.pt") for d in sys.argv[1:3])
 log = (Path(sys.argv[2]) / "log.txt").read_text()

@@ -25,8 +25,8 @@ if os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 pytest.importorskip("triton")
 
-from cn3.attention import padding_mask  # noqa: E402
 from cn3.layers import DynamicGraphEncoder, DynamicGraphLayer  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.fused_energy import INTERPRETING, fused_additive_attention  # noqa: E402
 from tests.references import additive_attention_dense, dynamic_graph_reference  # noqa: E402
 

@@ -26,8 +26,8 @@ if os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 pytest.importorskip("triton")
 
-from cn3.attention import padding_mask  # noqa: E402
 from cn3.layers import onlstm_triton  # noqa: E402
+from cn3.layers.attention import padding_mask  # noqa: E402
 from cn3.layers.onlstm import ONLSTM, RecurrentStack  # noqa: E402
 
 TOL = {"atol": 2e-5, "rtol": 1e-4}  # float32 kernels against the float64 scan

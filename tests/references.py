@@ -15,9 +15,9 @@ from torch import Tensor
 from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_adj, to_dense_batch
 
-from cn3.attention import attention
-from cn3.sentence.batching import GraphBatch, SideBatch
 from cn3.layers import DynamicGraphLayer
+from cn3.layers.attention import attention
+from cn3.sentence.batching import GraphBatch, SideBatch
 
 NODE_ATTRS = ("word", "lower", "chars", "spell", "upos")
 

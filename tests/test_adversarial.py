@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from cn3.adversarial import EmbeddingAdversary
 from cn3.config import ConfigError
 from cn3.sentence.config import TrainConfig
+from cn3.train.adversarial import EmbeddingAdversary
 
 
 class Tiny(nn.Module):

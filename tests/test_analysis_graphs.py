@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cli.main import app
 from cn3.analysis.graphs import (
     GraphStatistics,
     argmax_distance,
@@ -24,7 +25,6 @@ from cn3.analysis.graphs import (
     tree_neighbours,
     visible_keys,
 )
-from cli.main import app
 
 # slow: trains the runs it analyses (`pytest -m "not slow"` is the quick loop)
 pytestmark = pytest.mark.slow
@@ -209,7 +209,7 @@ def analyze(*args):
 def test_cn3_run_table_json_and_png(runs, tmp_path):
     import torch
 
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
     from cn3.sentence.inference import load_model, predict
     from data_prep.dataset import load_prepared
 
@@ -274,12 +274,13 @@ def test_encoder_without_attention_weights(runs):
     result = analyze(runs["nbow"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     out = " ".join(result.output.split())
-    assert "'nbow', which returns no attention weights" in out and "selfatt1, selfatt2, transformer, cn3, hybrid, local, onlstm_san, lstm_san" in out
+    assert ("'nbow', which returns no attention weights" in out
+            and "selfatt1, selfatt2, transformer, cn3, hybrid, local, onlstm_san, lstm_san" in out)
 
 
 def test_analyze_energy_trained_and_at_init(runs, tmp_path):
-    result = runner.invoke(app, ["analyze", "energy", str(runs["cn3"]), "--split", "test", "--limit", "20", "--out", str(tmp_path),
-                                 "--device", "cpu"])
+    result = runner.invoke(app, ["analyze", "energy", str(runs["cn3"]), "--split", "test", "--limit", "20",
+                                 "--out", str(tmp_path), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert "query share" in result.output and "trained" in result.output and "init" in result.output
     record = json.loads((tmp_path / "energy.json").read_text())

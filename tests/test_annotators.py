@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import data_prep.annotators as annotators
+from cn3.util.errors import DataError
 from data_prep.annotators import default_annotator_name, make_annotator
 from data_prep.annotators.clearnlp import CLEARNLP_TO_UD, label_to_ud, to_ud
 from data_prep.annotators.ptb import PTB_TAGS, PTB_TO_UPOS, ptb_to_upos
-from data_prep.annotators.ud import UPOS, UD_RELATIONS, is_ud_deprel
-from cn3.util.errors import DataError
+from data_prep.annotators.ud import UD_RELATIONS, UPOS, is_ud_deprel
 from data_prep.example import Sentence
 
 ROOT = Path(__file__).resolve().parents[1]

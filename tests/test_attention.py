@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cn3.attention import (
+from cn3.layers.attention import (
     attend,
     attention,
     band_mask,

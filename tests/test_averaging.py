@@ -2,7 +2,7 @@
 
 import torch
 
-from cn3.averaging import make_ema
+from cn3.train.averaging import make_ema
 
 
 def test_ema_follows_the_warmed_up_decay():

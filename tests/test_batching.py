@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cn3.sentence.batching import make_batch
-from cn3.bucketing import bucketed_batches
+from cn3.train.bucketing import bucketed_batches
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
 from data_prep.vocab import Vocab

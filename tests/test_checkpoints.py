@@ -16,18 +16,18 @@ import torch
 from typer.testing import CliRunner
 
 import cn3
-import cn3.averaging
-import cn3.run_dir
+import cn3.runs.layout
 import cn3.sentence.inference
 import cn3.sentence.task
+import cn3.train.averaging
 from cli.main import app
-from cn3.config import ConfigError
-from cn3.util.errors import RunError
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
-from cn3.runtime import load_checkpoint, restore_checkpoint, rng_state, set_rng_state
+from cn3.train.checkpoints import load_checkpoint, restore_checkpoint
+from cn3.train.runtime import rng_state, set_rng_state
 from cn3.train.trainer import train
+from cn3.util.errors import RunError
 from data_prep.prepare import PrepareSettings, prepare
 from tests.test_nmt_cli import TINY as NMT_TINY
 from tests.test_nmt_cli import assert_clean_error, corpus
@@ -88,9 +88,10 @@ def test_a_cuda_run_resumes_with_its_rng_states_as_cpu_bytes(straight, tmp_path,
     expected = draws()
     torch.save(ckpt, tmp_path / "latest.pt")
 
-    model = cn3.sentence.inference.load_model(cn3.run_dir.RunDir(straight), torch.device("cpu"), which="latest").model.to("meta")
+    model = cn3.sentence.inference.load_model(cn3.runs.layout.RunDir(straight), torch.device("cpu"),
+                                              which="latest").model.to("meta")
     optimizer = torch.optim.Adadelta(model.parameters())
-    ema = cn3.averaging.make_ema(model, 0.9)
+    ema = cn3.train.averaging.make_ema(model, 0.9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # copying into meta parameters is a no-op, and says so
         state = restore_checkpoint(tmp_path / "latest.pt", model, optimizer, ema)
@@ -226,7 +227,7 @@ def test_a_numpy_scalar_in_the_training_state_still_gives_a_plain_checkpoint(tmp
     with weights_only=True (cn3 predict refused a CoNLL-2000 run it had just trained)."""
     import numpy as np
 
-    from cn3.runtime import load_checkpoint, plain_checkpoint
+    from cn3.train.checkpoints import load_checkpoint, plain_checkpoint
     from cn3.util.atomic import atomic_torch_save
 
     path = tmp_path / "best.pt"

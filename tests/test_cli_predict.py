@@ -63,9 +63,8 @@ def test_classification_probs(runs):
 
 
 def test_tagging_marginals(runs):
-    from cn3.sentence.inference import examples_dataset, predict_with_probabilities, text_examples
-    from cn3.run_dir import RunDir
-    from cn3.sentence.inference import load_model
+    from cn3.runs.layout import RunDir
+    from cn3.sentence.inference import examples_dataset, load_model, predict_with_probabilities, text_examples
 
     text = "He reckons the current account deficit will narrow to only 1.8 billion in September ."
     (record,) = predict_records(runs["conll2000"], text)

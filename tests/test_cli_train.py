@@ -41,7 +41,7 @@ def test_train_prints_the_final_table(trained):
 def test_evaluate_split_and_file(trained, data_root):
     import torch
 
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
     from cn3.sentence.inference import evaluate_dataset, load_model
     from data_prep.dataset import load_prepared
 

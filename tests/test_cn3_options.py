@@ -12,16 +12,16 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cn3.attention import padding_mask
-from cn3.sentence.batching import GraphBatch, SideBatch
 from cn3.config import ConfigError, from_dict
 from cn3.encoders.cn3_encoder import CN3Encoder
 from cn3.encoders.options import CN3Options
 from cn3.layers import DynamicGraphEncoder, DynamicGraphLayer
+from cn3.layers.attention import padding_mask
 from cn3.layers.dynamic_graph import combined_edge_types, relative_position_types
+from cn3.sentence.batching import GraphBatch, SideBatch
+from cn3.sentence.config import ModelConfig
 from cn3.sentence.model import ModelArgs, SentenceGraphModel
 from cn3.sentence.node_encoder import MAX_POSITION, NodeEncoder, NodeEncoderSizes
-from cn3.sentence.config import ModelConfig
 from tests.references import dynamic_graph_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -330,7 +330,8 @@ def test_translation_source_encoder_takes_the_options():
     """``model.cn3`` of the NMT config: the same encoder class, padding-invariant with both options."""
     from cn3.nmt.config import NMTModelConfig
     from cn3.nmt.data import EOS, PAD
-    from cn3.nmt.transformer import ModelArgs as NMTArgs, Seq2Seq
+    from cn3.nmt.transformer import ModelArgs as NMTArgs
+    from cn3.nmt.transformer import Seq2Seq
 
     torch.manual_seed(0)
     cfg = from_dict(NMTModelConfig, {"encoder": "cn3", "d_model": 16, "heads": 2, "ff": 32, "encoder_layers": 2,

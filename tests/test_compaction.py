@@ -1,4 +1,4 @@
-"""A grid's records keep the gold of a split once (cn3.run_dir.compact_run, `cn3 experiment compact`, and
+"""A grid's records keep the gold of a split once (cn3.runs.compaction.compact_run, `cn3 experiment compact`, and
 the runner compacting every cell it finishes): a run as it trains stays self-contained, a compacted
 one reads back the same, compaction is idempotent, and a missing shared file says what it misses."""
 
@@ -13,17 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from cn3.config import ConfigError
+from cn3.runs.compaction import RESULTS_LINE, compact_run
+from cn3.runs.layout import RunDir
+from cn3.runs.records import GOLD_DIR, PREDICTIONS_FORMAT, SHARED_GOLD_FORMAT, load_predictions
 from cn3.util.errors import RunError
-from cn3.run_dir import (
-    GOLD_DIR,
-    PREDICTIONS_FORMAT,
-    RESULTS_LINE,
-    SHARED_GOLD_FORMAT,
-    RunDir,
-    compact_run,
-    load_predictions,
-)
 
 LABELS_GOLD = ["a", "b", "c", "a", "b", "c", "a", "a", "b", "c"]
 TAGS_GOLD = [["B-NP", "E-NP", "O"], ["S-VP"], ["B-NP", "I-NP", "E-NP", "O"]]
@@ -124,7 +117,7 @@ def test_missing_shared_gold_names_the_predictions_and_the_file_it_needs(tmp_pat
 
 
 def test_a_changed_shared_gold_is_refused(tmp_path, monkeypatch):
-    from cn3 import run_dir
+    from cn3.runs import records as run_dir
 
     monkeypatch.setattr(run_dir, "_GOLD_CACHE", {})  # this process read it while compacting
     grid = tmp_path / "grid"

@@ -7,15 +7,14 @@ import pytest
 import torch
 
 import cn3
-
 from cn3.config import ConfigError, from_dict, to_dict
 from cn3.nmt.config import NMTConfig, NMTDataConfig, NMTModelConfig
 from cn3.nmt.data import Tokenizer
-from cn3.train.kinds import TRANSLATION_CHECKPOINT as CHECKPOINT_KIND
 from cn3.nmt.inference import load_run
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 from cn3.sentence.inference import load_model
+from cn3.train.kinds import TRANSLATION_CHECKPOINT as CHECKPOINT_KIND
 
 
 @pytest.mark.parametrize("old, new", [("onlstm", "onlstm_san"), ("lstm", "lstm_san")])
@@ -48,7 +47,7 @@ def test_a_0_1_sentence_run_of_a_replaced_encoder_fails_clearly(tmp_path, old, n
 
 
 def test_a_run_of_another_release_is_not_resumed(tmp_path):
-    from cn3.compat import check_resumable
+    from cn3.runs.compat import check_resumable
 
     check_resumable(cn3.__version__, tmp_path / "latest.pt")  # the same release resumes
     with pytest.raises(ConfigError, match=r"written by cn3 0\.1\.0.*start a new run"):
@@ -56,7 +55,7 @@ def test_a_run_of_another_release_is_not_resumed(tmp_path):
 
 
 def test_a_0_2_sentence_config_loses_the_removed_vectors_vocab_key():
-    from cn3.compat import upgrade_sentence_config
+    from cn3.runs.compat import upgrade_sentence_config
     from cn3.sentence.config import RunConfig
 
     saved = to_dict(RunConfig())
@@ -70,9 +69,9 @@ def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
     """A 0.2 run directory's config has a key 0.3 removed: --resume names the release, not the key alone."""
     import yaml
 
-    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
     from cn3.sentence.config import RunConfig
-    from cn3.runtime import open_run
+    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
+    from cn3.train.trainer import open_run
 
     saved = to_dict(RunConfig())
     saved["data"]["vectors_vocab"] = True

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import cn3.sentence.resolve
-from cn3.config import ConfigError, apply_overrides, parse_override
-from cn3.config import CONFIG_DIR
+from cn3.config import CONFIG_DIR, ConfigError, apply_overrides, parse_override
 from cn3.sentence.resolve import resolve_config
 from data_prep.tasks import TASKS
 

@@ -45,16 +45,16 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from cn3.attention import padding_mask
 from cn3.config import from_dict
 from cn3.encoders import ENCODERS, EncoderArgs, build_encoder
 from cn3.encoders.options import CN3Options
-from cn3.sentence.crf_marginals import crf_marginals
-from cn3.sentence.heads import CRFHead
+from cn3.layers.attention import padding_mask
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import EOS, PAD
 from cn3.nmt.search import beam_search, greedy_search
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
+from cn3.sentence.crf_marginals import crf_marginals
+from cn3.sentence.heads import CRFHead
 from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cn3.sentence.batching import DeviceBatches, SideBatch, make_batch
-from cn3.loop_config import LoopConfig
+from cn3.train.config import LoopConfig
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 
@@ -54,7 +54,7 @@ def test_device_batches_default_on_cuda_within_the_budget():
 
 def test_training_with_device_batches_is_the_same_training(data_root, tmp_path):
     from cn3.sentence.resolve import resolve_config
-    from cn3.runtime import load_checkpoint
+    from cn3.train.checkpoints import load_checkpoint
     from cn3.train.trainer import train
     from tests.test_trainer import TINY
 

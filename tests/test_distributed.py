@@ -1,4 +1,4 @@
-"""Multi-process training (``cn3.distributed``): gloo on CPU with 2 processes.
+"""Multi-process training (``cn3.train.distributed``): gloo on CPU with 2 processes.
 
 * the gradient arithmetic against one process, in spawned workers: after every update the ranks
   hold identical parameters, equal (within float tolerance) to one process's update on the whole
@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from cn3.distributed import World, step_seed
+from cn3.train.distributed import World, step_seed
 
 # slow: torchrun processes training real runs (`pytest -m "not slow"` is the quick loop)
 pytestmark = pytest.mark.slow
@@ -204,12 +204,13 @@ def _environ(pid: int) -> str:
 
 
 def test_torchrun_translation_matches_one_process(tmp_path):
-    from tests.test_nmt_cli import TINY as NMT_TINY, corpus
+    from tests.test_nmt_cli import TINY as NMT_TINY
+    from tests.test_nmt_cli import corpus
 
     src, tgt = corpus(tmp_path, "train", 200, seed=1)
     args = ["nmt", "train", "--encoder", "transformer", "--src", str(src), "--tgt", str(tgt), "--device", "cpu",
-            *sets(*NMT_TINY, "model.dropout=0.0", "model.attention_dropout=0.0", "train.label_smoothing=0.0", "train.num_threads=1",
-                  "train.final_splits=[]")]
+            *sets(*NMT_TINY, "model.dropout=0.0", "model.attention_dropout=0.0", "train.label_smoothing=0.0",
+                  "train.num_threads=1", "train.final_splits=[]")]
     one = run([*SINGLE, *args, "--run-dir", str(tmp_path / "one")])
     assert one.returncode == 0, one.stderr[-3000:]
     two = run([*TORCHRUN, *args, "--run-dir", str(tmp_path / "two")])

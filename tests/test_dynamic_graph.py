@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cn3.attention import padding_mask
 from cn3.layers import BlockwiseAdditiveAttention, DynamicGraphEncoder, DynamicGraphLayer, additive_attention
+from cn3.layers.attention import padding_mask
 from tests.references import additive_attention_dense, dynamic_graph_reference
 
 D, A, T = 5, 3, 6  # hidden, attribute size, edge types

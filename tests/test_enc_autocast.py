@@ -1,6 +1,6 @@
 """Every encoder of the zoo under ``torch.autocast`` (bf16 on CPU) computes, forward and backward, what
-it computes in fp32, to bf16's precision: the mixed-precision path of the scale-out work starts from here. (The CN3 layer's gradients are
-checked against fp32 in tests/test_dynamic_graph.py.)"""
+it computes in fp32, to bf16's precision: the mixed-precision path of the scale-out work starts from here.
+(The CN3 layer's gradients are checked against fp32 in tests/test_dynamic_graph.py.)"""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_lstm_without_a_bf16_kernel_runs_in_float32_under_autocast(monkeypatch, 
 
 
 def test_bf16_on_a_cpu_without_native_bf16_is_flagged(monkeypatch):
-    from cn3.runtime import slow_precision_note
+    from cn3.train.runtime import slow_precision_note
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")

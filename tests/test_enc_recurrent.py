@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cn3.attention import padding_mask
 from cn3.encoders import EncoderArgs, build_encoder
 from cn3.encoders.options import RecurrentOptions
+from cn3.layers.attention import padding_mask
 from cn3.layers.transformer import sinusoidal_positions
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -81,7 +81,8 @@ def test_execution_options_reach_the_layers_and_the_saved_config():
     from cn3.layers import DynamicGraphLayer
     from cn3.layers.dynamic_graph import choose_impl
     from cn3.layers.onlstm import ONLSTM
-    from cn3.nmt.transformer import ModelArgs as NMTArgs, Seq2Seq
+    from cn3.nmt.transformer import ModelArgs as NMTArgs
+    from cn3.nmt.transformer import Seq2Seq
     from cn3.sentence.model import ModelArgs, SentenceGraphModel
 
     defaults = to_dict(resolve_config("trec", None, {}, []))["model"]
@@ -131,7 +132,8 @@ def test_the_execution_options_values_are_the_layers():
 def test_unknown_option_keys_name_the_section_and_suggest():
     with pytest.raises(ConfigError, match=r"unknown key 'model\.hybrid\.windw'; did you mean 'model\.hybrid\.window'"):
         resolve_config("trec", None, {}, ["model.hybrid.windw=2"])
-    with pytest.raises(ConfigError, match=r"unknown key 'model\.cn3\.energy_head'; did you mean 'model\.cn3\.energy_heads'"):
+    with pytest.raises(ConfigError,
+                       match=r"unknown key 'model\.cn3\.energy_head'; did you mean 'model\.cn3\.energy_heads'"):
         resolve_nmt_config(None, {}, ["model.cn3.energy_head=2"])
     with pytest.raises(ConfigError, match=r"unknown key 'model\.energy_head'; did you mean 'model\.energy_heads'"):
         resolve_config("trec", None, {}, ["model.energy_head=2"])
@@ -270,7 +272,7 @@ print(json.dumps({
                error(sentence, "model.toy.knob=-1"), error(nmt, "model.toy.knob=-1"),
                error(sentence, "model.toy.knob=11"), error(nmt, "model.toy.knob=31")],
 }))
-'''
+'''  # noqa: E501 (two lines of the script replace whole source lines)
 
 
 @pytest.mark.slow

@@ -35,7 +35,8 @@ def invoke(*args):
 
 
 def write_spec(path: Path, **fields) -> Path:
-    spec = {"name": "tiny", "tasks": ["trec"], "variants": {"lstm": {"model.encoder": "lstm"}, "nbow": {"model.encoder": "nbow"}},
+    spec = {"name": "tiny", "tasks": ["trec"],
+            "variants": {"lstm": {"model.encoder": "lstm"}, "nbow": {"model.encoder": "nbow"}},
             "baseline": "lstm", "seeds": [1, 2]}
     spec.update(fields)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -58,7 +59,8 @@ def test_every_shipped_spec_resolves_every_cell(name, tmp_path):
 def test_a_shipped_spec_is_found_by_name_or_by_its_path_in_the_package(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ here: the package's copy answers
     assert find_spec("configs/experiments/liu-table3.yaml") == find_spec("liu-table3") == SPEC_DIR / "liu-table3.yaml"
-    with pytest.raises(ConfigError, match=r"spec not found: configs/experiments/liu-tabel3.yaml; did you mean 'liu-table3'\?"):
+    with pytest.raises(ConfigError,
+                       match=r"spec not found: configs/experiments/liu-tabel3.yaml; did you mean 'liu-table3'\?"):
         find_spec("configs/experiments/liu-tabel3.yaml")
     (tmp_path / "configs" / "experiments").mkdir(parents=True)
     write_spec(tmp_path / "configs" / "experiments" / "liu-table3.yaml")  # a file of one's own wins
@@ -91,7 +93,8 @@ def test_a_bad_override_fails_before_anything_trains_naming_the_cell(tmp_path):
     ({"variants": {"lstm": {"model.encoder": "lstm"}, "lstm-res": {"model.encoder": "lstm", "model.rnn.residual": True},
                    "nbow-res": {"model.encoder": "nbow", "model.rnn.residual": True}}},
      "variants.nbow-res sets model.rnn.residual, which its encoder (nbow) does not read"),
-    ({"set": {"model.encoder": "transformer"}, "variants": {"lstm": {"model.encoder": "lstm"}, "w2": {"model.hybrid.window": 2}}},
+    ({"set": {"model.encoder": "transformer"},
+      "variants": {"lstm": {"model.encoder": "lstm"}, "w2": {"model.hybrid.window": 2}}},
      "variants.w2 sets model.hybrid.window, which its encoder (transformer) does not read"),
     ({"variants": {"lstm": {"model.encoder": "lstm"}, "cn3-small": {"model.energy_dim": 50}, "lstm-small": {
         "model.encoder": "lstm", "model.energy_dim": 50}}},  # the task's config decides cn3-small's encoder: cn3
@@ -235,7 +238,7 @@ def test_bad_folds_name_the_key(tmp_path, fields, message):
 
 
 def _fold_run(run_dir: Path, gold: list[str], pred: list[str]) -> None:
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
 
     run = RunDir(run_dir)
     run_dir.mkdir(parents=True)
@@ -366,7 +369,8 @@ def test_a_tuned_grid_runs_tuning_then_seeds_and_a_failed_tuning_leaves_its_seed
            for name in ("lr-small", "lr-big")}
     best = max(dev, key=lambda name: (dev[name], name == "lr-small"))
     assert (home / "seed2" / "results.json").is_file() and not (home / "seed1").exists()
-    assert yaml.safe_load((home / "seed2" / "config.yaml").read_text())["train"]["lr"] == {"lr-small": 0.05, "lr-big": 1.0}[best]
+    assert (yaml.safe_load((home / "seed2" / "config.yaml").read_text())["train"]["lr"]
+            == {"lr-small": 0.05, "lr-big": 1.0}[best])
     report = invoke("experiment", "report", spec, "--runs", tmp_path / "runs", "--resamples", "200")
     assert report.exit_code == 0, report.output
     assert f"**{best} {dev[best]:.2f}**" in report.stdout and "## tuning" in report.stdout
@@ -495,7 +499,7 @@ def tiny_logic(tmp_path_factory, staged):
 def fake_cell(cell, prepared: Path, gold: list[str], right: list[bool]) -> None:
     """A finished cell without training: its config names the prepared data, its test predictions are
     the gold label where ``right`` and another relation elsewhere."""
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
 
     run = RunDir(cell.run_dir)
     run.path.mkdir(parents=True)
@@ -558,7 +562,8 @@ def test_report_by_n_ops_gives_mean_and_std_per_length_and_marks_the_unseen(by_g
     assert row["std"] == pytest.approx(35.3553, abs=1e-4) and row["unseen_in_training"] is True
     csv_lines = (out / "by-n_ops.csv").read_text().splitlines()
     assert csv_lines[0].startswith("task,split,metric,field,group,unseen_in_training,items,variant,mean,std")
-    assert any(line.startswith("logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0,-75.0,") for line in csv_lines)
+    assert any(line.startswith("logic,test,accuracy,n_ops,12,True,2,cn3,0.0,0.0,2,1:0.0;2:0.0,-75.0,")
+               for line in csv_lines)
     test = next(r for r in record["rows"] if r["variant"] == "cn3" and r["group"] == "12")["test"]
     assert test["method"] == "exact randomization" and test["items"] == 4 and test["p"] == 0.25
     assert test["welch_p"] == pytest.approx(1 - 2 * math.atan(3) / math.pi)
@@ -602,7 +607,7 @@ def test_one_seed_has_no_spread_in_the_table():
 def test_a_cell_another_process_trains_is_left_to_it(tmp_path, data_root):
     """Two runners may share a grid: a cell whose run directory a trainer holds is "elsewhere", neither
     trained again nor marked failed; a second trainer of the same directory is refused at once."""
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
 
     prepared = tmp_path / "trec"
     prepare(PrepareSettings(task="trec", data=data_root, out=prepared, annotator="none"))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cn3.attention import padding_mask
 from cn3.layers import DynamicGraphLayer, dynamic_graph
+from cn3.layers.attention import padding_mask
 from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, default_block_rows
 from cn3.layers.dynamic_graph import choose_impl
 from tests.triton_interpreter import run_interpreter_cases
@@ -110,7 +110,8 @@ def test_need_alpha_false_gives_the_same_states_and_no_weights():
                                            "scripts/setup.sh): the fused kernel's interpreter tests need it")
 @pytest.mark.slow  # 28 kernels in Triton's interpreter, one program at a time: 15-35 s
 def test_interpreter_cases():
-    """``tests/fused_interpreter_cases.py`` in Triton's interpreter (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
+    """``tests/fused_interpreter_cases.py`` in Triton's interpreter
+    (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
     run_interpreter_cases("tests/fused_interpreter_cases.py")
 
 

@@ -97,7 +97,8 @@ def test_edge_types_from_heads_counts():
 
 
 def test_pair_items_batch_with_separate_offsets():
-    a = Sentence(["A", "man", "sleeps"], upos=["DET", "NOUN", "VERB"], heads=[2, 3, 0], deprels=["det", "nsubj", "root"])
+    a = Sentence(["A", "man", "sleeps"], upos=["DET", "NOUN", "VERB"], heads=[2, 3, 0],
+                 deprels=["det", "nsubj", "root"])
     b = Sentence(["Nobody", "sleeps"], upos=["PRON", "VERB"], heads=[2, 0], deprels=["nsubj", "root"])
     vocabs = vocabs_for([a, b], ["entailment", "contradiction"])
     tensors = encode_split([Example([a, b], label="contradiction")] * 2, "pair", vocabs, 8, True, True)

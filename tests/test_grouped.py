@@ -11,8 +11,14 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.grouped import (
-    MISSING, Group, example_record, group_keys, grouped_scores, plot_groups, seen_keys,
+from cn3.probe.grouped import (
+    MISSING,
+    Group,
+    example_record,
+    group_keys,
+    grouped_scores,
+    plot_groups,
+    seen_keys,
 )
 from data_prep.example import Example, Sentence
 from data_prep.prepare import PrepareSettings, prepare

@@ -189,7 +189,7 @@ def check(calls: DeviceCalls, log_every: int, tolerated: str | None = None) -> N
 def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkeypatch, ema, adversarial, precision,
                                                           device_batches):
     if precision == "fp16":  # the loss scaler's path on CPU (as tests/test_trainer.py's resume test)
-        monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
+        monkeypatch.setattr("cn3.train.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
     counters = watch(monkeypatch)
     cfg = resolve_config("trec", None, {"data.prepared": trec},
                          [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cn3.attention import padding_mask
+from cn3.layers.attention import padding_mask
 from cn3.layers.hybrid_attention import HybridSelfAttention, band_self_masks
 
 pytestmark = pytest.mark.usefixtures("one_thread")

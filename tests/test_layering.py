@@ -80,8 +80,11 @@ def imported_modules(source: str, filename: str) -> set[tuple[int, str]]:
 #: the analysis does not draw through the visualisation (both draw through the leaf cn3.plotting).
 WITHIN_CN3 = {
     "cn3/analysis": ("cn3.visualize", "cn3.experiment"),
-    "cn3/layers": ("cn3.encoders", "cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
-    "cn3/encoders": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
+    "cn3/layers": ("cn3.encoders", "cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize",
+                   "cn3.probe", "cn3.train", "cn3.runs"),
+    "cn3/encoders": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe",
+                     "cn3.train", "cn3.runs"),
+    "cn3/train": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
 }
 
 
@@ -102,3 +105,75 @@ def test_the_library_never_starts_the_cli():
     found = [f"{path.relative_to(ROOT)}" for path in sorted((ROOT / "cn3").rglob("*.py"))
              if '"-m", "cli"' in path.read_text(encoding="utf-8") or "'-m', 'cli'" in path.read_text(encoding="utf-8")]
     assert not found, found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of ``cli``, ``cn3`` and ``data_prep`` with the modules of those packages it imports
+    (lazy imports included; ``from package import module`` counts as importing the module)."""
+    paths = {}
+    for package in ("cli", "cn3", "data_prep"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in paths.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names if alias.name in paths)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in paths:
+                subs = {f"{node.module}.{alias.name}" for alias in node.names} & paths.keys()
+                edges.update(subs if subs else {node.module})
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycles_finds_a_cycle_through_a_lazy_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_back():
+    """No import cycle between modules, lazy imports included: each module can be read knowing only
+    what it imports."""
+    graph = module_graph()
+    assert "cn3.train.trainer" in graph and "cn3.runs.kinds" in graph["cn3.train.trainer"]
+    assert not cycles(graph), cycles(graph)
+
+
+def test_cn3_keeps_few_loose_modules():
+    """``cn3/`` holds packages named for their job and at most eight loose modules beside them."""
+    loose = sorted(path.name for path in (ROOT / "cn3").glob("*.py") if path.name != "__init__.py")
+    assert len(loose) <= 8, loose

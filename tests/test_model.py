@@ -3,14 +3,13 @@
 import pytest
 import torch
 
-from cn3.sentence.batching import make_batch
 from cn3.config import ConfigError
-from cn3.sentence.model import ModelArgs, SentenceGraphModel
+from cn3.encoders import ENCODERS as REGISTRY
+from cn3.sentence.batching import make_batch
 from cn3.sentence.config import ModelConfig
+from cn3.sentence.model import ModelArgs, SentenceGraphModel
 from tests.references import collate
 from tests.test_batching import small_dataset
-
-from cn3.encoders import ENCODERS as REGISTRY
 
 ENCODERS = sorted(REGISTRY)
 
@@ -19,7 +18,8 @@ def make(level, encoder, **overrides):
     torch.manual_seed(0)
     cfg = ModelConfig(encoder=encoder, word_dim=8, hidden=8, energy_dim=6, mlp_hidden=8, heads=2, char="cnn",
                       char_dim=4, char_out=6, pos_dim=3, spell_dim=3, dropout=0.0, **overrides)
-    args = ModelArgs(level=level, n_labels=2, n_words=20, n_chars=15, n_upos=3, n_spell=11, n_edge_types=9)  # 1 + 2 * |{pad, unk, d, root}|
+    args = ModelArgs(level=level, n_labels=2, n_words=20, n_chars=15, n_upos=3, n_spell=11,
+                     n_edge_types=9)  # 1 + 2 * |{pad, unk, d, root}|
     return SentenceGraphModel(cfg, args).double().eval()
 
 

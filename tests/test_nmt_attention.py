@@ -8,11 +8,21 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cn3.attention import (attend, band_gather, band_index, band_key_mask, band_mask, band_scatter, band_width,
-                           gated_mix, local_band, masked_softmax, padding_mask)
+from cn3.layers.attention import (
+    attend,
+    band_gather,
+    band_index,
+    band_key_mask,
+    band_mask,
+    band_scatter,
+    band_width,
+    gated_mix,
+    local_band,
+    masked_softmax,
+    padding_mask,
+)
 from cn3.layers.hybrid_attention import HybridSelfAttention
 from cn3.layers.transformer import MultiHeadAttention
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

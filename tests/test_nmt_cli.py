@@ -80,7 +80,8 @@ def test_train_writes_a_self_describing_run(hybrid_run):
     results = json.loads((run / "results.json").read_text())
     assert results["encoder"] == "hybrid" and "tok:13a" in results["scores"]["val"]["signature"]
     ckpt = torch.load(run / "best.pt", weights_only=False)
-    assert ckpt["kind"] == "cn3-nmt" and set(ckpt["spm"]) == {"joint"} and ckpt["config"]["model"]["encoder"] == "hybrid"
+    assert (ckpt["kind"] == "cn3-nmt" and set(ckpt["spm"]) == {"joint"}
+            and ckpt["config"]["model"]["encoder"] == "hybrid")
 
 
 def test_translate_reads_stdin_and_keeps_lines(hybrid_run):

@@ -9,10 +9,9 @@ from cn3.config import from_dict
 from cn3.nmt.config import NMTModelConfig
 from cn3.nmt.data import BOS, EOS, pad
 from cn3.nmt.search import greedy_search
-from cn3.train.optim import make_optimizer
 from cn3.nmt.task import learning_rate
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
-
+from cn3.train.optim import make_optimizer
 
 # slow: tiny translation models trained to copy (`pytest -m "not slow"` is the quick loop)
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]

@@ -7,9 +7,9 @@ import gzip
 import pytest
 
 from cn3.config import ConfigError
-from cn3.bucketing import bucketed_batches
 from cn3.nmt.config import NMTDataConfig, resolve_nmt_config
 from cn3.nmt.data import EOS, Tokenizer, canonical_split, encode_pairs, load_split, make_batch, read_parallel
+from cn3.train.bucketing import bucketed_batches
 from cn3.util.errors import DataError
 
 

@@ -6,13 +6,12 @@ import pytest
 import torch
 
 from cn3.config import ConfigError, from_dict
-from cn3.nmt.config import NMTModelConfig
-from cn3.nmt.data import EOS, PAD
 from cn3.encoders import ENCODERS
 from cn3.nmt.analysis import has_gates
+from cn3.nmt.config import NMTModelConfig
+from cn3.nmt.data import EOS, PAD
 from cn3.nmt.search import beam_search, greedy_search, translate_ids
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,9 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cn3.attention import padding_mask
+from cn3.layers.attention import padding_mask
 from cn3.layers.onlstm import ONLSTM, RecurrentStack, _ONLSTMScan, cumax, padding_start, reverse_padded
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

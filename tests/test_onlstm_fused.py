@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import cn3.layers.onlstm as onlstm
-from cn3.attention import padding_mask
+from cn3.layers.attention import padding_mask
 from cn3.layers.onlstm import ONLSTM
 
 pytestmark = pytest.mark.usefixtures("one_thread")

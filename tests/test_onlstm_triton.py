@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cn3.attention import padding_mask
 from cn3.layers import onlstm
+from cn3.layers.attention import padding_mask
 from cn3.layers.onlstm import ONLSTM, RecurrentStack
 from tests.triton_interpreter import run_interpreter_cases
 
@@ -160,7 +160,8 @@ def test_the_triton_path_around_the_kernels_equals_the_scan(monkeypatch, lengths
                                            "scripts/setup.sh): the kernels' interpreter tests need it")
 @pytest.mark.slow  # the kernels in Triton's interpreter, one program at a time: 10-30 s
 def test_interpreter_cases():
-    """``tests/onlstm_interpreter_cases.py`` in Triton's interpreter (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
+    """``tests/onlstm_interpreter_cases.py`` in Triton's interpreter
+    (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
     run_interpreter_cases("tests/onlstm_interpreter_cases.py")
 
 

@@ -17,9 +17,9 @@ import torch
 from typer.testing import CliRunner
 
 from cli.main import app
+from cn3.sentence.config import ModelConfig
 from cn3.sentence.inference import examples_dataset, predict_with_probabilities, read_task_file, run_vectors
 from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
-from cn3.sentence.config import ModelConfig
 from data_prep.coverage import coverage
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
@@ -150,7 +150,7 @@ def test_evaluate_split_and_file_agree_and_report_coverage(run_with_vectors, dat
 
 
 def test_predict_gives_an_unseen_word_its_vector(run_with_vectors):
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
     from cn3.sentence.inference import load_model
 
     run, _ = run_with_vectors

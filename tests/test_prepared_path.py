@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cn3.config import ConfigError
-from cn3.sentence.resolve import resolve_config
 from cn3.sentence.prepared import prepared_path
+from cn3.sentence.resolve import resolve_config
 
 
 def test_a_given_dataset_is_used_and_a_report_never_prepares(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.probe import (
+from cn3.probe.probing import (
     C_GRID,
     GROUPS,
     PROBE_TASKS,

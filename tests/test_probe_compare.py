@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.probe_compare import compare_probes, probe_side
+from cn3.probe.compare import compare_probes, probe_side
 from cn3.stats import holm, paired_test, welch
 from tests.test_nmt_cli import assert_clean_error
 

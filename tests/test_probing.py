@@ -11,8 +11,8 @@ import pytest
 
 from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
-from data_prep.probing import brackets, selection, semantic, splitting, surface, syntactic, treebank_zip
 from data_prep.prepare import PrepareSettings, prepare
+from data_prep.probing import brackets, selection, semantic, splitting, surface, syntactic, treebank_zip
 from data_prep.tasks import TASKS
 
 PROBES = ["probe_sentlen", "probe_wc", "probe_bshift", "probe_tense", "probe_subjnum", "probe_objnum",

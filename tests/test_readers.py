@@ -24,11 +24,11 @@ from data_prep.readers import (
     read_trec,
 )
 from data_prep.readers.columns import read_blocks
-from data_prep.readers.logic import operator_tree
 from data_prep.readers.custom import load_custom
+from data_prep.readers.logic import operator_tree
 from data_prep.readers.splits import assign_folds, cv_split, hold_out
-from data_prep.taskspec import TaskOptions
 from data_prep.tasks import load_task
+from data_prep.taskspec import TaskOptions
 
 
 def n_tokens(examples) -> int:
@@ -208,7 +208,8 @@ def test_cv_folds_real(data_root, load_real):
     for fold in range(10):
         data = load_task("cr", data_root, TaskOptions(fold=fold))
         keys = {s: {(e.source, e.line) for e in data[s]} for s in data}
-        assert not (keys["train"] & keys["dev"]) and not (keys["train"] & keys["test"]) and not (keys["dev"] & keys["test"])
+        assert (not (keys["train"] & keys["dev"]) and not (keys["train"] & keys["test"])
+                and not (keys["dev"] & keys["test"]))
         assert keys["train"] | keys["dev"] | keys["test"] == every
         tests.append(keys["test"])
         for split in data.values():
@@ -287,7 +288,8 @@ def test_custom_formats(tmp_path):
 # ---------------------------------------------------------------- malformed input -> DataError(file, line)
 
 UD_OK = "1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t0\troot\t_\t_\n"
-SNLI_OK = '{"gold_label": "neutral", "sentence1": "A b", "sentence2": "c d", "sentence1_binary_parse": "( A b )", "sentence2_binary_parse": "( c d )"}'
+SNLI_OK = ('{"gold_label": "neutral", "sentence1": "A b", "sentence2": "c d", '
+           '"sentence1_binary_parse": "( A b )", "sentence2_binary_parse": "( c d )"}')
 SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tSemEval_set\r\n"
 
 
@@ -301,48 +303,59 @@ BAD_CASES = {
                           "expected 4 space-separated columns WORD POS CHUNK NER, found 3"),
     "conll2003 scheme": ("eng.train", "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nx NN I-NP E-ORG\n", read_conll2003, 4,
                          "not valid IOB1"),
-    "conll2003 unknown type": ("eng.train", "a NN O O\n\nb NN I-NP I-CITY\n", read_conll2003, 3, "unknown tag type 'CITY'"),
+    "conll2003 unknown type": ("eng.train", "a NN O O\n\nb NN I-NP I-CITY\n", read_conll2003, 3,
+                               "unknown tag type 'CITY'"),
     "conll2000 I after O": ("train.txt", "He PRP B-NP\nran VBD O\nfast RB I-NP\n", read_conll2000, 3,
                             "I-NP must follow B-NP or I-NP"),
     "conll2000 unknown type": ("train.txt", "He PRP B-XP\n", read_conll2000, 1, "unknown tag type 'XP'"),
-    "conllu columns": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t0\troot\t_"), read_conllu, 1, "expected 10 tab-separated"),
+    "conllu columns": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t0\troot\t_"), read_conllu, 1,
+                       "expected 10 tab-separated"),
     "conllu head not int": ("d.conllu", UD_OK + "\n" + conllu("1\tA\ta\tDET\tDT\t_\tx\tdet\t_\t_"), read_conllu, 4,
                             "HEAD 'x' is not a non-negative integer"),
-    "conllu head range": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t5\tdet\t_\t_", "2\tb\tb\tNOUN\tNN\t_\t0\troot\t_\t_"),
+    "conllu head range": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t5\tdet\t_\t_",
+                                             "2\tb\tb\tNOUN\tNN\t_\t0\troot\t_\t_"),
                           read_conllu, 1, "HEAD 5 is out of range"),
     "conllu two roots": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t0\tdet\t_\t_", "2\tb\tb\tNOUN\tNN\t_\t0\troot\t_\t_"),
                          read_conllu, 2, "exactly one word with HEAD 0"),
     "conllu cycle": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_", "2\tb\tb\tNOUN\tNN\t_\t1\tnsubj\t_\t_",
                                         "3\tc\tc\tVERB\tVB\t_\t0\troot\t_\t_"), read_conllu, 1, "cycle"),
-    "conllu unknown upos": ("d.conllu", conllu("1\tA\ta\tDETT\tDT\t_\t0\troot\t_\t_"), read_conllu, 1, "unknown UPOS tag 'DETT'"),
-    "conllu id sequence": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t0\troot\t_\t_", "3\tb\tb\tNOUN\tNN\t_\t1\tdep\t_\t_"),
+    "conllu unknown upos": ("d.conllu", conllu("1\tA\ta\tDETT\tDT\t_\t0\troot\t_\t_"), read_conllu, 1,
+                            "unknown UPOS tag 'DETT'"),
+    "conllu id sequence": ("d.conllu", conllu("1\tA\ta\tDET\tDT\t_\t0\troot\t_\t_",
+                                              "3\tb\tb\tNOUN\tNN\t_\t1\tdep\t_\t_"),
                            read_conllu, 2, "out of sequence"),
     "snli json": ("s.jsonl", SNLI_OK + "\n{oops\n", read_snli, 2, "invalid JSON"),
     "snli label": ("s.jsonl", SNLI_OK.replace("neutral", "maybe"), read_snli, 1, "unknown label 'maybe'"),
     "snli empty side": ("s.jsonl", SNLI_OK.replace('"( c d )"', '"( )"'), read_snli, 1, "empty 'sentence2'"),
     "snli missing side": ("s.jsonl", SNLI_OK + "\n" + '{"gold_label": "neutral", "sentence1": "a"}', read_snli, 2,
                           "missing 'sentence2'"),
-    "sick columns": ("SICK.txt", SICK_HEADER + "1\ta\tb\tNEUTRAL\t3.0\r\n", read_sick, 2, "expected 6 tab-separated columns"),
+    "sick columns": ("SICK.txt", SICK_HEADER + "1\ta\tb\tNEUTRAL\t3.0\r\n", read_sick, 2,
+                     "expected 6 tab-separated columns"),
     "sick label": ("SICK.txt", SICK_HEADER + "1\ta\tb\tMAYBE\t3.0\tTRAIN\r\n", read_sick, 2, "unknown label 'maybe'"),
     "sick empty": ("SICK.txt", SICK_HEADER + "1\ta\tb\tNEUTRAL\t3\tTRAIN\r\n2\ta\t \tNEUTRAL\t3\tTEST", read_sick, 3,
                    "empty sentence_B"),
     "sick set": ("SICK.txt", SICK_HEADER + "1\ta\tb\tNEUTRAL\t3\tDEV\r\n", read_sick, 2, "unknown SemEval_set"),
     "sick header": ("SICK.txt", "a\tb\r\n", read_sick, 1, "header lacks column"),
-    "trec format": ("train_5500.label", "NUM:dist How far ?\nWhat is it ?\n", read_trec, 2, "expected 'COARSE:fine question'"),
+    "trec format": ("train_5500.label", "NUM:dist How far ?\nWhat is it ?\n", read_trec, 2,
+                    "expected 'COARSE:fine question'"),
     "trec label": ("train_5500.label", "NUMBER:dist How far ?\n", read_trec, 1, "unknown coarse class 'NUMBER'"),
     "trec empty": ("train_5500.label", "NUM:dist \n", read_trec, 1, "empty question"),
-    "sst2 columns": ("sentiment-train", "good movie \t1\nbad movie 0\n", read_sst2, 2, "expected 2 tab-separated columns"),
+    "sst2 columns": ("sentiment-train", "good movie \t1\nbad movie 0\n", read_sst2, 2,
+                     "expected 2 tab-separated columns"),
     "sst2 label": ("sentiment-train", "good movie \t2\n", read_sst2, 1, "unknown label '2'"),
     "sst2 empty": ("sentiment-train", "good \t1\n \t0\n", read_sst2, 2, "empty sentence"),
     "sst5 label": ("sentiment-train", "4 great\n5 greater\n", read_sst5, 2, "unknown label '5'"),
     "sst5 empty": ("sentiment-train", "4 great\n3\n", read_sst5, 2, "empty sentence"),
-    "imdb label": ("train.jsonl", '{"label": 1, "text": "ok"}\n{"label": 3, "text": "x"}\n', read_imdb, 2, "unknown label 3"),
+    "imdb label": ("train.jsonl", '{"label": 1, "text": "ok"}\n{"label": 3, "text": "x"}\n', read_imdb, 2,
+                   "unknown label 3"),
     "imdb empty": ("train.jsonl", '{"label": 1, "text": "<br />"}\n', read_imdb, 1, "empty 'text'"),
     "imdb json": ("train.jsonl", '{"label": 1, "text": "ok"}\n[1]\n', read_imdb, 2, "expected a JSON object"),
-    "logic columns": ("train1", "#\ta\n", read_logic, 1, "expected 3 tab-separated columns RELATION LEFT RIGHT, found 2"),
+    "logic columns": ("train1", "#\ta\n", read_logic, 1,
+                      "expected 3 tab-separated columns RELATION LEFT RIGHT, found 2"),
     "logic relation": ("train1", "#\ta\tb\n?\ta\tb\n", read_logic, 2, "unknown relation '?'"),
     "logic empty side": ("train1", "#\t( a )\t( )\n", read_logic, 1, "empty right formula"),
-    "non-utf8": ("custrev.pos", b"good\nbad \xff\n", lambda p: read_labelled_lines(p, "positive"), 2, "not valid utf-8"),
+    "non-utf8": ("custrev.pos", b"good\nbad \xff\n", lambda p: read_labelled_lines(p, "positive"), 2,
+                 "not valid utf-8"),
 }
 
 
@@ -393,7 +406,8 @@ def test_logic_reader_gives_trees_and_names_bad_brackets(tmp_path):
 
 def test_ptb_files_must_agree(tmp_path):
     pos = write(tmp_path, "p.tsv", "A\tDT\ndog\tNN\n\nRuns\tVBZ\n")
-    dep = write(tmp_path, "d.conllx", "1\tA\t_\tDT\tDT\t_\t2\t_\t_\t_\n2\tdog\t_\tNN\tNN\t_\t0\t_\t_\t_\n\n1\tRun\t_\tVBZ\tVBZ\t_\t0\t_\t_\t_\n")
+    dep = write(tmp_path, "d.conllx", "1\tA\t_\tDT\tDT\t_\t2\t_\t_\t_\n2\tdog\t_\tNN\tNN\t_\t0\t_\t_\t_\n\n"
+                                      "1\tRun\t_\tVBZ\tVBZ\t_\t0\t_\t_\t_\n")
     with pytest.raises(DataError) as err:
         read_ptb_sample(pos, dep)
     assert "p.tsv, line 4" in str(err.value) and "d.conllx (line 4)" in str(err.value)
@@ -420,14 +434,16 @@ def test_missing_file_and_dir(tmp_path):
 
 CUSTOM_BAD = {
     "tsv no label": ("train.tsv", "text\tclass\na\tb\n", None, 1, "no 'label' field"),
-    "tsv columns": ("train.tsv", "text\tlabel\na b\tx\nc\n", None, 3, "expected 2 tab-separated columns text label, found 1"),
+    "tsv columns": ("train.tsv", "text\tlabel\na b\tx\nc\n", None, 3,
+                    "expected 2 tab-separated columns text label, found 1"),
     "tsv empty text": ("train.tsv", "text\tlabel\na b\tx\n \ty\n", None, 3, "empty text"),
     "tsv missing side": ("train.tsv", "text_a\tlabel\na\tx\n", None, 1, "a pair with a missing side"),
     "tsv empty side": ("train.tsv", "text_a\ttext_b\tlabel\na\t\tx\n", None, 2, "empty text_b"),
     "jsonl missing side": ("train.jsonl", '{"text_a": "a", "text_b": "b", "label": 1}\n{"text_a": "a", "label": 1}\n',
                            None, 2, "a pair with a missing side"),
     "jsonl empty label": ("train.jsonl", '{"text": "a", "label": ""}\n', None, 1, "empty label"),
-    "conll columns": ("train.conll", "a\tB-NP\nb\n", "word,tag", 2, "expected 2 tab-separated columns WORD TAG, found 1"),
+    "conll columns": ("train.conll", "a\tB-NP\nb\n", "word,tag", 2,
+                      "expected 2 tab-separated columns WORD TAG, found 1"),
     "conll head": ("train.conll", "a\tB-NP\t7\n", "word,tag,head", 1, "HEAD 7 is out of range"),
 }
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cn3.config import ConfigError
+from cn3.runs.kinds import SENTENCE, TRANSLATION, kind_of_config, kind_of_run, kind_of_task
 from cn3.util.errors import RunError
-from cn3.run_kinds import SENTENCE, TRANSLATION, kind_of_config, kind_of_run, kind_of_task
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "runs" / "experiments"
 
@@ -32,10 +32,10 @@ def test_what_is_not_a_run_is_named(tmp_path):
 
 
 def test_each_kind_owns_its_config_resume_keys_and_command():
-    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
     from cn3.nmt.config import NMTConfig
-    from cn3.train.kinds import TRANSLATION_RESUMABLE as NMT_RESUMABLE
     from cn3.sentence.config import RunConfig
+    from cn3.train.kinds import LOOP_RESUMABLE as RESUMABLE_CHANGES
+    from cn3.train.kinds import TRANSLATION_RESUMABLE as NMT_RESUMABLE
 
     assert kind_of_task("multi30k") is TRANSLATION and kind_of_task("trec") is SENTENCE
     assert (SENTENCE.config_class(), TRANSLATION.config_class()) == (RunConfig, NMTConfig)

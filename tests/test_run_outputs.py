@@ -42,8 +42,8 @@ def read_jsonl(path) -> list[dict]:
 
 
 def read_predictions(run, split: str) -> list[dict]:
-    """A split's predictions as ``{"i", "gold", "pred"}`` per item, read by cn3.run_dir (ids in xz JSON)."""
-    from cn3.run_dir import load_predictions
+    """A split's predictions as ``{"i", "gold", "pred"}`` per item, read by cn3.runs.layout (ids in xz JSON)."""
+    from cn3.runs.records import load_predictions
 
     p = load_predictions(run, split)
     return [{"i": i, "gold": g, "pred": q} for i, (g, q) in enumerate(zip(p.gold, p.pred, strict=True))]
@@ -141,7 +141,7 @@ def test_plot_several_runs_and_the_error_for_a_dir_without_metrics(trec_run, tag
 
 def test_curves_of_a_translation_record_and_a_stop_record(tmp_path):
     """Translation records carry dev_loss and dev_bleu; a stop record carries a flag that is not drawn."""
-    from cn3.curves import lines, panel_title, read_metrics
+    from cn3.train.curves import lines, panel_title, read_metrics
 
     (tmp_path / "metrics.jsonl").write_text(
         '{"epoch": 1, "step": 10, "train_loss": 5.0, "dev_loss": 4.0, "dev_bleu": 1.5, "seconds": 3}\n'
@@ -157,12 +157,12 @@ def test_curves_of_a_translation_record_and_a_stop_record(tmp_path):
 
 
 def test_a_failed_plot_is_a_warning_not_a_failed_training(prepared, tmp_path, monkeypatch):
-    import cn3.curves
+    import cn3.train.curves
 
     def broken(*args, **kwargs):
         raise RuntimeError("no canvas")
 
-    monkeypatch.setattr(cn3.curves, "plot_runs", broken)
+    monkeypatch.setattr(cn3.train.curves, "plot_runs", broken)
     run = train_run(prepared, "trec", tmp_path / "run", *TINY, "--set", "train.max_steps=2")
     assert (run / "results.json").is_file() and not (run / "curves.png").exists()
     assert "could not draw" in (run / "log.txt").read_text() and "no canvas" in (run / "log.txt").read_text()
@@ -199,8 +199,8 @@ def test_tensorboard_without_the_package_is_a_clear_error(prepared, tmp_path, mo
 
 @pytest.mark.usefixtures("one_thread")
 def test_translation_predictions_are_references_and_hypotheses(tmp_path):
-    from cn3.nmt.inference import load_run
     from cn3.nmt.data import load_split
+    from cn3.nmt.inference import load_run
 
     src, tgt = corpus(tmp_path, "train", 80, seed=11)
     test_src, test_tgt = corpus(tmp_path, "test", 12, seed=12)

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from cn3.config import ConfigError
-from cn3.util.errors import RunError
 from cn3.metrics import score
-from cn3.run_dir import load_predictions
-from cn3.stats import (PairedResult, aso, bleu_paired_test, bonferroni, check_paired, compare, holm, paired_test,
-                       welch)
+from cn3.runs.records import load_predictions
+from cn3.stats import PairedResult, aso, bleu_paired_test, bonferroni, check_paired, compare, holm, paired_test, welch
+from cn3.util.errors import RunError
 
 # Ten items: A right on 8, B on 4. A alone is right on items 0-4, B alone on item 9; both are right on
 # 5-7, and wrong on item 8 with different labels, which changes no score.
@@ -289,7 +288,8 @@ def test_predictions_are_written_as_ids_in_xz_and_read_back(tmp_path, metric, ta
     they are), the same bytes for the same predictions; a rerun replaces an earlier version's JSONL."""
     import lzma
 
-    from cn3.run_dir import PREDICTIONS_FORMAT, RunDir
+    from cn3.runs.layout import RunDir
+    from cn3.runs.records import PREDICTIONS_FORMAT
 
     run = RunDir(tmp_path / "run")
     run.predictions.mkdir(parents=True)
@@ -313,7 +313,7 @@ def test_predictions_are_written_as_ids_in_xz_and_read_back(tmp_path, metric, ta
 
 def test_a_large_split_stays_small(tmp_path):
     """The point of ids: SNLI's 9,824 test pairs in about 2 KB (the JSONL of cn3 0.9 took 560 KB)."""
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
 
     labels = ["entailment", "neutral", "contradiction"]
     rng = np.random.default_rng(0)
@@ -332,7 +332,7 @@ def test_a_large_split_stays_small(tmp_path):
 def test_a_bad_predictions_file_names_itself(tmp_path, change, message):
     import lzma
 
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
 
     run = RunDir(tmp_path / "run")
     entry = run.write_predictions("test", GOLD, PRED_A, "accuracy", None, "trec")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_prep import tagging
 from cn3.util.errors import DataError
+from data_prep import tagging
 from data_prep.tagging import TagSchemeError, convert, from_spans, spans, tag_inventory, validate
 
 IOB1 = ["I-PER", "I-PER", "O", "I-LOC", "B-LOC", "O", "I-ORG"]

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from cn3.config import ConfigError
-from cn3.sentence.resolve import resolve_config
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 from cn3.sentence.inference import load_model
+from cn3.sentence.resolve import resolve_config
 from cn3.train.trainer import Trainer, train
 from data_prep.prepare import PrepareSettings, prepare
 
@@ -76,7 +76,7 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch,
     common = ["data.limit=400", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2", f"train.ema={ema}",
               f"train.adversarial={adversarial}", f"train.precision={precision}"]
     if precision == "fp16":  # the loss scaler's path on CPU: a CNN context (oneDNN has no float16 LSTM)
-        monkeypatch.setattr("cn3.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
+        monkeypatch.setattr("cn3.train.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
         common.append("model.context=cnn")
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)

@@ -41,7 +41,7 @@ def test_no_run_output_that_records_do_not_keep_is_tracked():
 
 # ---------------------------------------------------------------------------------------------------
 # The budget after the grids issue 32 still adds (point 5): the cells below, each at the size a cell of
-# its grid and task takes in the tree once compacted (cn3.run_dir.compact_run, which the runner applies
+# its grid and task takes in the tree once compacted (cn3.runs.compaction.compact_run, which the runner applies
 # to every cell it finishes), measured here; a task with no cell yet at an estimate.
 
 
@@ -65,14 +65,16 @@ PLANNED = [
     # (a) Hao et al. Table 1 at the paper's layer counts, Table 2's both orders: 5 seeds each
     Planned("hao-table1", "multi30k", ("san", "lstm", "onlstm", "lstm+san", "onlstm+san", "onlstm+san-noshortcut",
                                            "onlstm+san-residual"), 5),
-    Planned("hao-table2", "multi30k", ("onlstm-first", "san-first", "onlstm-first-noshortcut", "san-first-noshortcut"), 5),
+    Planned("hao-table2", "multi30k", ("onlstm-first", "san-first", "onlstm-first-noshortcut",
+                                       "san-first-noshortcut"), 5),
     Planned("hao-table1-probed", "multi30k", ("san",), 2),  # the 6-layer SAN again where it is probed (Table 3)
     # (b) Xu et al. Table 1 at 5 seeds, the window at 3
     Planned("xu-table1", "multi30k", ("transformer", "local", "hybrid-gate", "hybrid-concat"), 5),
     Planned("xu-window", "multi30k", ("m1", "m2", "m3", "m4", "m5"), 3),
     # (c) Liu et al. Table 3: the 14 rows on the four tasks of the cpu budget, CN3/LSTM/PDGraph on the other six
     *(Planned("liu-table3-cpu", task, LIU_ROWS, 3) for task in ("trec", "sick", "conll2000", "sst2")),
-    *(Planned("liu-table3-cpu-rest", task, FIRST, 3) for task in ("mr", "subj", "snli", "ptb_pos", "conll2003", "imdb")),
+    *(Planned("liu-table3-cpu-rest", task, FIRST, 3)
+      for task in ("mr", "subj", "snli", "ptb_pos", "conll2003", "imdb")),
     # MR and SUBJ over their 10 folds (`--budget cpu-folds`; fold 0's cells adopted from cpu-rest, whose copies
     # a checkout holds twice)
     *(Planned("liu-table3-cpu-folds", task, FIRST, 3, 10) for task in ("mr", "subj")),
@@ -113,7 +115,8 @@ def compacted_cells(tracked: set[Path]) -> tuple[dict[tuple[str, str, str], int]
                                                   int]:
     """Each tracked cell of a grid at its compacted size (of its predictions, apart), and the bytes that
     compacting the grids not compacted yet would save over the tracked tree (gold files added counted)."""
-    from cn3.run_dir import GOLD_DIR, Compaction, compact_run
+    from cn3.runs.compaction import Compaction, compact_run
+    from cn3.runs.records import GOLD_DIR
 
     sizes, predictions, saved = {}, {}, 0
     for grid in sorted(p for p in GRIDS.iterdir() if p.is_dir()):

@@ -74,11 +74,10 @@ def assert_clean_error(result, *fragments):
 def test_edge_view_is_the_models_own_graph(runs):
     import torch
 
-    from cn3.sentence.inference import examples_dataset, predict_with_probabilities, text_examples
     from cn3.layers import DynamicGraphLayer
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.inference import load_model
+    from cn3.runs.layout import RunDir
+    from cn3.sentence.inference import examples_dataset, load_model, predict_with_probabilities, text_examples
+    from cn3.train.runtime import resolve_device
     from cn3.visualize import edge_view, resolve_word
 
     device = resolve_device("cpu")
@@ -172,9 +171,9 @@ def test_figure_titles_fit_the_figure(runs, monkeypatch):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     import cn3.visualize.figure as figure
-    from cn3.runtime import resolve_device
-    from cn3.run_dir import RunDir
+    from cn3.runs.layout import RunDir
     from cn3.sentence.inference import load_model
+    from cn3.train.runtime import resolve_device
     from cn3.visualize import edge_view, resolve_layers
     from cn3.visualize.figure import render_figure
 

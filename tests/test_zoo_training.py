@@ -12,11 +12,11 @@ import csv
 import pytest
 import torch
 
-from cn3.sentence.batching import make_batch
 from cn3.encoders import ENCODERS
-from cn3.train.optim import make_optimizer
-from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
+from cn3.sentence.batching import make_batch
 from cn3.sentence.config import ModelConfig
+from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
+from cn3.train.optim import make_optimizer
 from data_prep.dataset import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 from data_prep.taskspec import TaskOptions
@@ -63,7 +63,8 @@ def _falls(losses: list[float]) -> bool:
     return end < 0.7 * start
 
 
-CASES = [(name, level) for name, spec in ENCODERS.items() for level in ("graph", "pair", "node") if level in spec.levels]
+CASES = [(name, level) for name, spec in ENCODERS.items() for level in ("graph", "pair", "node")
+         if level in spec.levels]
 
 
 @pytest.mark.parametrize("encoder,level", CASES, ids=[f"{e}-{lv}" for e, lv in CASES])
@@ -89,7 +90,8 @@ TRANSLATION = [name for name, spec in ENCODERS.items() if "translation" in spec.
 @pytest.fixture(scope="module")
 def translation_batch(data_root):
     from cn3.nmt.config import NMTDataConfig
-    from cn3.nmt.data import Tokenizer, encode_pairs, load_split, make_batch as nmt_batch
+    from cn3.nmt.data import Tokenizer, encode_pairs, load_split
+    from cn3.nmt.data import make_batch as nmt_batch
 
     pairs = load_split(NMTDataConfig(data=data_root), "val", 1)[:200]
     tok = Tokenizer.train(pairs, NMTDataConfig(vocab_size=300))

@@ -18,6 +18,7 @@ import torch
 from cn3.analysis.graphs import GraphStatistics, sentence_statistics, visible_keys
 from cn3.config import ConfigError
 
+
 def attention_kind(encoder: str) -> str:
     """``graph``, ``causal`` or ``annotation`` (module docstring); a ConfigError naming the encoders
     that have attention weights for any other encoder."""
@@ -78,7 +79,7 @@ def analyze_graphs(model, dataset, encoder: str, device: torch.device, layer: in
     Returns:
         the aggregate and the model's number of attention layers.
     """
-    from cn3.sentence.trainer import scored_batches
+    from cn3.sentence.inference import scored_batches
 
     kind = attention_kind(encoder)
     windows = local_windows(model)

@@ -156,7 +156,7 @@ def _layer_statistics(layer, args: tuple, stats: EnergyStatistics, index: int) -
 def analyze_energy(model, dataset, device: torch.device, batch_size: int = 32) -> EnergyStatistics:
     """The energy statistics of every sentence of ``dataset`` (both sides of a pair), per graph layer
     and energy head, from a loaded CN3 :class:`~cn3.sentence.model.SentenceGraphModel` (eval mode)."""
-    from cn3.sentence.trainer import scored_batches
+    from cn3.sentence.inference import scored_batches
 
     stats = EnergyStatistics()
     layers = graph_layers(model)

@@ -5,13 +5,13 @@ Importing this package registers them all (see :mod:`cn3.encoders.registry` for 
 
 from cn3.encoders import (  # noqa: F401  (imported for their registrations)
     bag,
-    cnn,
     cn3_encoder,
+    cnn,
     lstmn,
     pdgraph,
     recurrent,
-    self_attentive,
     san,
+    self_attentive,
     treelstm,
 )
 from cn3.encoders.registry import (  # noqa: F401

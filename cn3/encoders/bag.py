@@ -31,8 +31,7 @@ class NBOW(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Nothing to initialise: the model has no parameters of its own; what it learns lives in the
-        word vectors below it and in the head above it."""
+        """Nothing to initialise: no parameters of its own."""
 
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:

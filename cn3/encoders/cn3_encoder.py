@@ -7,9 +7,8 @@ The paper's Table 3 variants are settings: ``+POS``/``+char``/``+char+Spell`` fe
 direction as ``e_ik`` and needs trees. On translation there are no word attributes and no trees:
 CN3 runs on the subword states alone (``attr_dim = 0``, no edge attributes).
 
-Beyond the paper (issue 17, the learned graphs are stars), off by default: ``energy_heads`` energy
-heads per layer and ``relative_positions`` (the clipped offset ``k - i`` folded into the edge type),
-on every task level; absolute position as a node attribute is the node encoder's ``position_dim``.
+Beyond the paper, off by default: ``energy_heads`` and ``relative_positions``
+(:mod:`cn3.layers.dynamic_graph`), on every task level.
 """
 
 from __future__ import annotations
@@ -39,11 +38,9 @@ class CN3Encoder(nn.Module):
         dropout: inside a multi-layer context.
         init_range: every parameter ``U(-r, r)`` (the paper: 0.1).
         energy_heads: energy heads per layer (1 = the paper); must divide ``energy_dim`` and the
-            node state width.
-        relative_positions: clip ``C`` of the relative position edge attribute (0 = off); see
-            :class:`cn3.layers.DynamicGraphEncoder`.
-        attention_impl: every graph layer's ``impl`` (``auto``, ``blockwise``, ``dense``, ``fused``;
-            :class:`cn3.layers.DynamicGraphLayer`): how the energy runs, not what it computes.
+            node state width (``d``; ``in_dim`` with ``context: none``).
+        relative_positions: clip ``C`` of the relative position edge attribute (0 = off).
+        attention_impl: every graph layer's ``impl`` (:class:`cn3.layers.DynamicGraphLayer`).
 
     Shapes: ``x (B, N, in_dim)``, ``mask (B, N)``, ``v (B, N, attr_dim)``, ``edge_type (B, N, N)`` ->
     ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``;

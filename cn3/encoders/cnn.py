@@ -29,21 +29,17 @@ class KimCNN(nn.Module):
     """Kim (2014): for each width ``w``, ``filters`` feature maps ``c_i = ReLU(w . x_{i:i+w-1} + b)``,
     read per token; :meth:`pool` is Kim's max-over-time ``ĉ = max{c}``.
 
-    Kim slides each filter over the windows of the sentence and keeps only the maximum; to give every
-    token a state (the translation model attends over them) the windows are "same"-padded: the map at
-    token ``i`` covers ``x_{i-l} .. x_{i+r}`` with ``l = (w-1)//2`` and ``r = w//2`` (centred for odd
-    ``w``, one more word to the right for even ``w``), with zero vectors outside the sentence. Kim's
-    released code pads with ``w-1`` zero vectors on each side (a wide convolution), which adds ``r``
-    windows at the left edge and ``l`` at the right one, each covering at most ``r`` (``l``) words of
-    the sentence; the same padding leaves out only those.
+    To give every token a state (translation attends over them) the windows are "same"-padded: the
+    map at token ``i`` covers ``x_{i-l} .. x_{i+r}``, ``l = (w-1)//2``, ``r = w//2``, zeros outside the
+    sentence. Kim's code pads ``w-1`` zeros on each side; this leaves out only its edge windows that
+    cover fewer than ``w//2`` words.
 
     Args:
         in_dim: width of ``x``.
         widths: filter widths (Kim: 3, 4, 5).
         filters: feature maps per width (Kim: 100).
-        dropout: on the feature maps ``h``. Kim's dropout (p = 0.5) is on the max-pooled vector,
-            which is where the sentence heads apply theirs, so the builder passes it only for
-            translation, where ``h`` itself is the output.
+        dropout: on the feature maps ``h``; the builder passes it only for translation (Kim's
+            dropout is on the pooled vector, where the sentence heads apply theirs).
 
     Shapes:
         ``x (B, N, in_dim)``, ``mask (B, N)`` -> ``h (B, N, len(widths) * filters)`` (zero at padding),
@@ -87,11 +83,8 @@ class KimCNN(nn.Module):
 class WindowCNN(nn.Module):
     """Collobert et al. (2011), window approach: ``f^1`` concatenates the ``window`` word vectors
     centred on each word (zero vectors beyond the sentence edges), ``f^2 = M^2 f^1 + b^2`` maps them
-    to ``hidden`` units, ``f^3 = HardTanh(f^2)``. A linear layer over the concatenated window is a
-    width-``window`` 1-D convolution, which is how it is computed.
-
-    Collobert et al. pad with a learned PADDING word vector; here the node vectors come from a shared
-    node encoder that has no such word, so the edges see zero vectors.
+    to ``hidden`` units, ``f^3 = HardTanh(f^2)``, computed as a width-``window`` 1-D convolution.
+    Collobert et al. pad with a learned PADDING vector; the shared node encoder has none, so zeros.
 
     Args:
         in_dim: width of ``x``.
@@ -113,9 +106,8 @@ class WindowCNN(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Fan-in scaled centred uniform, as Collobert et al. (after LeCun et al. 1998): PyTorch's
-        default for the convolution (as Torch's ``nn.Linear``), ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``
-        for weights and biases, ``fan_in = window * in_dim``."""
+        """Collobert et al.'s fan-in scaled uniform, ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` for weights
+        and biases, ``fan_in = window * in_dim`` (PyTorch's convolution default)."""
         self.conv.reset_parameters()
 
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,

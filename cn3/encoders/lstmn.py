@@ -16,10 +16,8 @@ authors' Torch code (github.com/cheng6076/SNLI-attention) differs: that code kee
 state on the tape at every step and scores without the ``W_h~ h~_{t-1}`` term. Padding needs no
 attention mask: it is on the right, so a real step's predecessors are all real.
 
-The paper's attention score has no biases and we keep it so; the gates carry a bias as every LSTM
-(the authors' Torch code has one). Init: PyTorch's standard LSTM init, every weight and bias
-``U(-1/sqrt(hidden), 1/sqrt(hidden))``. Dropout: on the input ``x`` (the non-recurrent connection,
-as Zaremba et al. 2014), the tape itself is not dropped.
+The attention score has no biases (the paper); the gates have one (the authors' code). Dropout is
+on the input ``x`` (the non-recurrent connection, as Zaremba et al. 2014), not on the tape.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ class LSTMN(nn.Module):
         hidden: width of ``h``/``c`` and of the attention layer (``W_h``, ``W_x``, ``W_h~``).
         dropout: on ``x``.
 
-    Init: PyTorch's standard LSTM init, ``U(-1/sqrt(hidden), 1/sqrt(hidden))`` for every parameter.
+    Init: PyTorch's LSTM init, ``U(-1/sqrt(hidden), 1/sqrt(hidden))`` for every parameter.
 
     Shapes:
         ``x (B, N, in_dim)``, ``mask (B, N)`` (right padding) -> ``h (B, N, hidden)``, zero at padding;

@@ -1,17 +1,15 @@
 """Per-family encoder options, shared by the sentence config (``model.*``) and the NMT config.
 
-Each dataclass is a config section (``model.hybrid``, ``model.rnn``, ``model.selfatt``,
-``model.cnn``, ``model.cn3``) that the same encoder reads on every task level, so a setting means the
-same in ``cn3 train`` and ``cn3 nmt train``. :data:`FAMILIES` lists them; :func:`with_encoder_options`
-gives a config's model section (and :class:`cn3.encoders.registry.EncoderArgs`) one field per family,
-and :func:`family_options` reads them back. So a new option is a field of its family's dataclass here
-(with its check in that dataclass's ``validate``), and a new family a dataclass and a line of
-:data:`FAMILIES`: both configs, ``--set``, the saved config and the encoder's :class:`EncoderArgs` follow.
+Each dataclass is a config section (``model.hybrid``, ``model.rnn``, ...) that the same encoder reads
+on every task level, so a setting means the same in ``cn3 train`` and ``cn3 nmt train``.
+:func:`with_encoder_options` gives a config's model section (and
+:class:`cn3.encoders.registry.EncoderArgs`) one field per family of :data:`FAMILIES`;
+:func:`family_options` reads them back. A new option is a field of its family's dataclass (checked in
+its ``validate``); a new family, a dataclass and a line of :data:`FAMILIES`.
 
-Most options change what an encoder computes. An *execution option* (a field declared with
-``metadata=EXECUTION``: ``cn3.attention_impl``, ``rnn.onlstm_kernel``) picks only how a layer runs,
-the same function to rounding; it is a config key so that every run's ``config.yaml`` records the
-code path that ran. :func:`execution_options` lists them.
+An *execution option* (``metadata=EXECUTION``: ``cn3.attention_impl``, ``rnn.onlstm_kernel``) picks
+only how a layer runs, the same function to rounding; it is a config key so that every run's
+``config.yaml`` records the code path that ran.
 """
 
 from __future__ import annotations
@@ -69,21 +67,17 @@ class RecurrentOptions:
         layers: ``K``, the recurrent layers of ``onlstm_san``/``lstm_san`` (the self-attention layers are
             the encoder's depth minus ``K``).
         chunk_size: ON-LSTM master-gate chunk size ``C`` (must divide the ON-LSTM width and leave two
-            chunks or more: with one the cell never writes); ``None`` = the largest such divisor of
-            the width up to 8 (Shen et al.'s chunk size for widths that allow it).
+            chunks or more: with one the cell never writes); ``None`` = the largest such divisor up
+            to 8 (Shen et al.'s).
         order: ``rnn_first`` (the paper: recurrent layers below the SAN layers) or ``san_first``.
         bidirectional: two half-width directions concatenated; ``None`` = the level's default
             (sentence tasks: bidirectional, as the CN3 paper's LSTM baseline; translation: left to
             right, as Hao et al.).
         shortcut: add the recurrent stack's output to the SAN stack's output (eq. 10).
-        residual: residual connections between the recurrent layers (each after the first adds its
-            input to its output, as GNMT); for deep stacks (hao-table1's 6-layer LSTM and ON-LSTM),
-            which learn slowly without them. Applies to ``lstm``, ``onlstm`` and the recurrent part of
-            ``lstm_san``/``onlstm_san``.
-        onlstm_kernel: execution option, the kernel of every ON-LSTM layer's recurrence (``onlstm``,
-            ``onlstm_san``): ``scan`` (a loop over time, any device), ``triton`` (one Triton kernel
-            each way, fp32 CUDA tensors; elsewhere the scan) or ``auto`` (the Triton kernels on fp32
-            CUDA up to hidden 256, else the scan). See :mod:`cn3.layers.onlstm`.
+        residual: residual connections between the recurrent layers (GNMT), for deep stacks, which
+            learn slowly without them (:class:`cn3.layers.onlstm.RecurrentStack`).
+        onlstm_kernel: execution option, the kernel of every ON-LSTM layer's recurrence: ``scan``,
+            ``triton`` or ``auto`` (:mod:`cn3.layers.onlstm`).
     """
 
     layers: int = 1
@@ -152,8 +146,7 @@ class CN3Options:
         relative_positions: ``C > 0`` adds the clipped offset ``clip(k - i, -C, C)`` to the edge
             attribute ``e_ik`` (0 = off, the paper).
         attention_impl: execution option, the path of every CN3 layer's energy, softmax and messages:
-            ``blockwise`` (the CPU's), ``dense`` (larger blocks), ``fused`` (one Triton kernel each
-            way, CUDA) or ``auto`` (by device, width and length). See :mod:`cn3.layers.dynamic_graph`.
+            ``blockwise``, ``dense``, ``fused`` or ``auto`` (:mod:`cn3.layers.dynamic_graph`).
     """
 
     context: Literal["lstm", "cnn", "none"] = "lstm"
@@ -200,16 +193,16 @@ def execution_options() -> tuple[str, ...]:
 
 
 def with_encoder_options(*, flat: tuple[str, ...] = ()):
-    """Class decorator, applied under ``@dataclass``: one field per family of :data:`FAMILIES`, so a
-    family's options reach every class so decorated (both configs' model sections, ``EncoderArgs``)
-    from their one declaration.
+    """Class decorator, applied under ``@dataclass``: one field per family of :data:`FAMILIES`.
 
-    A family is a nested section (``model.hybrid.window``), appended after the declared fields in
-    :data:`FAMILIES` order. A family in ``flat`` (CN3 on the sentence side, whose options have been
-    plain ``model.*`` keys since cn3 0.1) lends its fields instead: those the class declares stay
-    where they are (their place is the key order of a saved ``config.yaml``) and must agree with the
-    family's type and default (a ``TypeError`` at import otherwise); those it does not declare are
-    appended, before the sections.
+    A family is a nested section (``model.hybrid.window``), appended after the declared fields. A
+    family in ``flat`` (CN3 on the sentence side: plain ``model.*`` keys) lends its fields instead:
+    those the class declares stay where they are (the key order of a saved ``config.yaml``), the rest
+    are appended before the sections.
+
+    Raises:
+        TypeError: a declared flat field differs from the family's type or default, or the class
+            declares a family section itself.
     """
 
     def add(cls):

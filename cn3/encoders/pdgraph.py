@@ -31,10 +31,6 @@ class SyntacticGCNLayer(nn.Module):
     even ``t = 2 + 2 r``: opposite, relation ``r``) and ``bias[2 * n_labels]`` the self loop's;
     ``gate_weight[k]`` is ``w^_dir`` and ``gate_bias`` is ``b^_L``, indexed as ``weight`` and ``bias``.
 
-    Initialisation as the authors' Lasagne code: Glorot-normal (Xavier) ``W``, zero ``b``, gate
-    weights ``U(-0.01, 0.01)`` (Lasagne's ``Uniform()``), arc gate biases ``1`` (``Constant(1.)``) and
-    a zero self-loop gate bias (their self loop has none).
-
     Args:
         dim: input and output width.
         n_labels: dependency relations (``n_edge_types = 1 + 2 * n_labels``).
@@ -54,8 +50,8 @@ class SyntacticGCNLayer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """The authors' init: Glorot-normal ``W``, zero ``b``, ``U(+-0.01)`` gate weights, arc gate
-        biases 1 and self-loop gate bias 0."""
+        """The authors' Lasagne init: Glorot-normal ``W``, zero ``b``, ``U(+-0.01)`` gate weights, arc
+        gate biases 1 and self-loop gate bias 0 (their self loop has none)."""
         for w in self.weight:
             nn.init.xavier_normal_(w)
         nn.init.zeros_(self.bias)
@@ -97,9 +93,7 @@ class SyntacticGCN(nn.Module):
 
     A packed one-layer bidirectional LSTM (``hidden // 2`` per direction) gives the states the GCN
     layers refine; no residual connections (the paper has none). ``dropout`` is applied to the input
-    of every GCN layer (the BiLSTM output and between GCN layers). The LSTM keeps PyTorch's init
-    (``U(+-1/sqrt(hidden // 2))``); the GCN layers take the authors' (see
-    :class:`SyntacticGCNLayer`).
+    of every GCN layer.
 
     Args:
         in_dim: width of ``x``.

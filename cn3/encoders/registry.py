@@ -49,8 +49,7 @@ class EncoderArgs:
         level: ``graph | pair | node | translation``.
         positions: add sinusoidal positions before position-blind encoders (the translation model
             adds them to its embeddings itself).
-        hybrid, rnn, selfatt, cnn, cn3: each family's options (:data:`cn3.encoders.options.FAMILIES`,
-            one field each, added by :func:`cn3.encoders.options.with_encoder_options`).
+        hybrid, rnn, selfatt, cnn, cn3: each family's options (:data:`cn3.encoders.options.FAMILIES`).
     """
 
     in_dim: int
@@ -72,10 +71,8 @@ class EncoderArgs:
 
     @classmethod
     def from_config(cls, model, **sizes) -> EncoderArgs:
-        """The one way a config fills EncoderArgs: the :data:`SHARED_KEYS` and every family's options
-        (:func:`cn3.encoders.options.family_options`) from ``model`` (a model section of either
-        config), and ``sizes``, what each kind of run derives itself (``in_dim``, ``d``, ``layers``,
-        ``level``, ``positions``, ``attr_dim``, ``n_edge_types``)."""
+        """The :data:`SHARED_KEYS` and every family's options from ``model`` (a model section of either
+        config), plus ``sizes``, which each kind of run derives itself (``in_dim``, ``d``, ``layers``, ...)."""
         return cls(**{key: getattr(model, key) for key in SHARED_KEYS}, **family_options(model), **sizes)
 
 
@@ -100,15 +97,11 @@ class EncoderSpec:
         split_stack: the name of its lower (recurrent) stack's states, probed apart from the whole
             (``cn3 probe``; Hao et al.'s ``H_onlstm``), or None.
         table_order: its row in ``cn3 encoders`` (the CN3 paper's Table 3 rows first).
-        check: the family's own config check, given the resolved :class:`EncoderArgs` (a ConfigError
-            naming the keys), or None; :func:`check_options` runs it, when either config is validated
-            and again when the encoder is built. (Each option's own range check is its family
-            dataclass's ``validate``.)
-        options: the family options (``family.key``, e.g. ``rnn.residual``) it reads, at some task
-            level it serves; it ignores every other family option (:func:`ignored_options`). Each
-            option but an execution option (:func:`cn3.encoders.options.execution_options`) changes
-            what it builds or computes; an execution option it reads reaches its layers and changes
-            the outputs only to rounding (tests/test_encoder_facts.py changes each option and checks).
+        check: the family's own config check on the resolved :class:`EncoderArgs` (raises a
+            ConfigError naming the keys), or None; run by :func:`check_options`.
+        options: the family options (``family.key``, e.g. ``rnn.residual``) it reads at some level it
+            serves; it ignores every other (:func:`ignored_options`). Each changes what it builds or
+            computes, except execution options, which change the outputs only to rounding.
     """
 
     name: str
@@ -176,11 +169,9 @@ def ignored_options(name: str, keys) -> list[str]:
 
 
 def ignored_overrides(model, overrides: list[str]) -> list[str]:
-    """The ``--set`` keys among ``overrides`` (``key=value`` texts) that name a family option of
-    ``model`` (a model section of either config) which its encoder, ``model.encoder``, ignores, as the
-    user spelled them (``model.rnn.residual``; on the sentence side CN3's options are flat ``model.*``
-    keys). What the CLI warns of: such a setting is accepted (every encoder shares the sections) but
-    changes nothing."""
+    """The ``--set`` keys among ``overrides`` (``key=value`` texts), as spelled, that name a family
+    option of ``model`` (a model section of either config) which ``model.encoder`` ignores: accepted,
+    but changing nothing (the CLI warns)."""
     flat = {f.name: family for family in getattr(type(model), "_flat_families", ())
             for f in fields(FAMILIES[family])}
     ignored = []
@@ -208,8 +199,7 @@ def check_serves(name: str, level: str, has_trees: bool, where: str = "the data"
 
 
 def check_options(name: str, args: EncoderArgs) -> EncoderSpec:
-    """Run ``name``'s family check (:attr:`EncoderSpec.check`) on ``args``: by both configs' ``validate``
-    (before any data is read) and by :func:`build_encoder`."""
+    """Run ``name``'s family check (:attr:`EncoderSpec.check`) on ``args``; returns its spec."""
     spec = get_spec(name)
     if spec.check is not None:
         spec.check(args)

@@ -8,8 +8,7 @@ already carry positions). The lowest ``window_layers`` layers of ``hybrid``/``lo
 
 ``info``: ``"gates"``, one entry per layer (the hybrid gate ``g (B, G, N)``, the weight of the local
 distribution, or ``None``); outside training also ``"alphas"``, each layer's attention weights
-averaged over heads ``(B, N, N)`` (for analysis; not kept while training, where they would cost
-memory on every step).
+averaged over heads ``(B, N, N)``.
 """
 
 from __future__ import annotations
@@ -34,10 +33,9 @@ class SelfAttentionEncoder(nn.Module):
         dropout, attention_dropout: residual/feed-forward and attention-weight dropout.
         norm: ``pre`` (LayerNorm before each sublayer and a final LayerNorm) or ``post``.
         positions: add sinusoidal positions to the input before the first layer, after a LayerNorm
-            of the (projected) input. Vaswani et al. scale embeddings by ``sqrt(d)`` so that words
-            and positions add at the same (unit) scale; node vectors come at any scale (GloVe's,
-            or random words in U(-0.1, 0.1), which projected are about 20 times smaller than the
-            positions and left the logic Transformer blind to its words), so they are normalised.
+            of the (projected) input: node vectors come at any scale (random words in U(-0.1, 0.1)
+            projected are far smaller than the positions), so they are normalised to the positions'
+            unit scale, as Vaswani et al.'s ``sqrt(d)`` does for embeddings.
         window_layers: how many of the lowest layers use windowed attention (``mode``).
         window: the local window ``m`` (``|i - j| <= m``).
         mode: ``hybrid`` (gated, eq. 4-5 of Xu et al.), ``concat`` or ``local``.
@@ -112,7 +110,7 @@ _SAN = {"attention": "graph", "multi_head": True}
 
 
 def _check_hybrid(a: EncoderArgs) -> None:
-    """Translation configs refuse more hybrid layers than the encoder has (as since cn3 0.1); a
+    """Translation configs refuse more hybrid layers than the encoder has; a
     sentence config caps them at its depth (:class:`cn3.encoders.options.HybridOptions`)."""
     if a.level == "translation" and a.hybrid.layers > a.layers:
         raise ConfigError(f"model.hybrid.layers ({a.hybrid.layers}) exceeds model.encoder_layers ({a.layers})")

@@ -11,13 +11,10 @@ attention distributions over the tokens (the annotation matrix)::
 ``info = {"alphas": [A], "loss": penalty * mean_b P_b}``; :meth:`StructuredSelfAttention.pool` gives
 the flattened ``M``, the paper's sentence vector (both sides of a pair go through it alike).
 
-Init follows the authors' released Theano/Lasagne code (github.com/hantek/SelfAttentiveSentEmbed,
-``semlp_rate_l2_dpout.py``), the paper itself stating none: LSTM weights ``N(0, 0.1^2)`` with zero
-biases, ``W_s1`` and ``W_s2`` Glorot-uniform. Dropout sits where that code has it: on ``H`` before
-``W_s1`` and on ``tanh(W_s1 H^T)`` before ``W_s2``. Two departures from that code, both the paper's
-equations: ``W_s1``/``W_s2`` have no biases (the code's are zero-initialised and trained), and ``P``
-is the squared Frobenius norm summed over the ``r x r`` entries (the code averages the entries,
-i.e. divides by ``r^2``).
+Init and dropout follow the authors' code (github.com/hantek/SelfAttentiveSentEmbed; the paper
+states none): LSTM weights ``N(0, 0.1^2)``, zero biases, ``W_s1``/``W_s2`` Glorot-uniform; dropout
+on ``H`` and on ``tanh(W_s1 H^T)``. Where the code departs from the paper's equations the paper is
+followed: ``W_s1``/``W_s2`` have no biases, and ``P`` is summed over the ``r x r`` entries, not averaged.
 """
 
 from __future__ import annotations
@@ -26,9 +23,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cn3.attention import masked_softmax
 from cn3.config import ConfigError
 from cn3.encoders.registry import LEVELS, EncoderArgs, register
+from cn3.layers.attention import masked_softmax
 from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
@@ -80,9 +77,6 @@ class StructuredSelfAttention(nn.Module):
         hops: ``r``; att_hidden: ``d_a``.
         penalty: coefficient of ``P`` in the loss (0 = no penalty, nothing in ``info["loss"]``).
         dropout: inside the attention MLP (see :class:`AnnotationMatrix`).
-
-    Init: LSTM weights ``N(0, 0.1^2)`` and zero biases, ``W_s1``/``W_s2`` Glorot-uniform (the
-    authors' code; see the module docstring).
 
     Shapes:
         ``x (B, N, in_dim)``, ``mask (B, N)`` -> ``h = H (B, N, hidden)`` zero at padding, and

@@ -77,9 +77,7 @@ class ChildSumTreeLSTM(nn.Module):
 
     Per-word states ``h`` serve tagging; :meth:`pool` returns the root's state, the sentence vector
     Tai et al. classify from. ``dropout`` is applied to the output states (Tai et al. drop the state
-    fed to the classifier). Initialisation: PyTorch's standard ``nn.Linear`` init,
-    ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` for weights and biases, which is also the Torch7
-    ``nn.Linear`` default that Tai et al.'s Lua code relies on.
+    fed to the classifier).
 
     Args:
         in_dim: width of ``x``.
@@ -103,7 +101,7 @@ class ChildSumTreeLSTM(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyTorch's (and Torch7's) ``nn.Linear`` default: ``U(+-1/sqrt(fan_in))``."""
+        """PyTorch's ``nn.Linear`` default, ``U(+-1/sqrt(fan_in))``: also Torch7's, which Tai et al.'s code uses."""
         for linear in (self.W_iou, self.U_iou, self.W_f, self.U_f):
             linear.reset_parameters()
 

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from cn3.experiment.spec import Cell
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 
 LOG = "experiment.log"
 WORKER_MARK = "# worker: "

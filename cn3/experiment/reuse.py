@@ -21,7 +21,8 @@ from pathlib import Path
 
 from cn3.config import ConfigError
 from cn3.experiment.spec import Cell, read_cell_config
-from cn3.run_dir import RESULTS_FILE, RunDir
+from cn3.runs.layout import RunDir
+from cn3.runs.records import RESULTS_FILE
 from cn3.util.atomic import atomic_write_json
 
 REUSED = "reused.json"

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from cn3.config import ConfigError, load_yaml
 from cn3.experiment.tuning import Tuning, choose, parse_tuning
-from cn3.run_kinds import TRANSLATION_TASKS, RunKind, kind_of_task
+from cn3.runs.kinds import TRANSLATION_TASKS, RunKind, kind_of_task
 
 #: shipped specs, found by name (``cn3 experiment run liu-table3``)
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
@@ -96,7 +96,7 @@ class Cell:
 
     @property
     def kind(self) -> RunKind:
-        """Sentence or translation (:mod:`cn3.run_kinds`)."""
+        """Sentence or translation (:mod:`cn3.runs.kinds`)."""
         return kind_of_task(self.task)
 
     def command(self, threads: int, resume: bool) -> list[str]:
@@ -170,7 +170,8 @@ class ExperimentSpec:
         base = self.directory(out, budget)
 
         def texts(variant_overrides: dict, option: dict, task: str, fold: int | None = None) -> tuple[str, ...]:
-            merged = {**self.set, **self.tasks[task], **variant_overrides, **option, **extra, **task_extra.get(task, {})}
+            merged = {**self.set, **self.tasks[task], **variant_overrides, **option, **extra,
+                      **task_extra.get(task, {})}
             if fold is not None:  # the cell's coordinate: it wins over every override
                 merged = {**{k: v for k, v in merged.items() if k != "data.fold"}, "data.fold": fold}
             return tuple(f"{k}={_yaml_value(v)}" for k, v in merged.items())
@@ -300,8 +301,10 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
         if task not in TASKS and task not in TRANSLATION_TASKS:
             close = difflib.get_close_matches(task, [*TASKS, *TRANSLATION_TASKS], n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{path}: unknown task '{task}'{hint} (`cn3 tasks`, or {' or '.join(TRANSLATION_TASKS)} for translation)")
-    variants = {str(v): _mapping(o, f"{path}: variants.{v}") for v, o in _mapping(data["variants"], f"{path}: variants").items()}
+            raise ConfigError(f"{path}: unknown task '{task}'{hint} "
+                              f"(`cn3 tasks`, or {' or '.join(TRANSLATION_TASKS)} for translation)")
+    variants = {str(v): _mapping(o, f"{path}: variants.{v}")
+                for v, o in _mapping(data["variants"], f"{path}: variants").items()}
     if not variants:
         raise ConfigError(f"{path}: no variants")
     if data["baseline"] not in variants:
@@ -309,20 +312,23 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     seeds = data["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: seeds must be a list of integers, got {seeds!r}")
-    budgets = {str(b): _mapping(v, f"{path}: budgets.{b}") for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
+    budgets = {str(b): _mapping(v, f"{path}: budgets.{b}")
+               for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
     for name, budget in budgets.items():
         _check_keys(budget, BUDGET_KEYS, f"{path}: budgets.{name}")
         budget["set"] = _mapping(budget.get("set"), f"{path}: budgets.{name}.set")
         if "tasks" in budget:  # a list, or a mapping task -> overrides for that task under this budget
             listed = budget["tasks"]
-            listed = {t: {} for t in listed} if isinstance(listed, list) else _mapping(listed, f"{path}: budgets.{name}.tasks")
+            listed = ({t: {} for t in listed} if isinstance(listed, list)
+                      else _mapping(listed, f"{path}: budgets.{name}.tasks"))
             budget["tasks"] = {str(t): _mapping(o, f"{path}: budgets.{name}.tasks.{t}") for t, o in listed.items()}
         for task in budget.get("tasks", {}):
             if task not in tasks:
                 raise ConfigError(f"{path}: budgets.{name}.tasks: '{task}' is not a task of the spec")
         if "variants" in budget:
             if not isinstance(budget["variants"], list):
-                raise ConfigError(f"{path}: budgets.{name}.variants must be a list of variants, got {budget['variants']!r}")
+                raise ConfigError(f"{path}: budgets.{name}.variants must be a list of variants, "
+                                  f"got {budget['variants']!r}")
             for variant in budget["variants"]:
                 if variant not in variants:
                     raise ConfigError(f"{path}: budgets.{name}.variants: '{variant}' is not a variant of the spec")
@@ -349,7 +355,8 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     if not isinstance(paper, str):
         raise ConfigError(f"{path}: paper: expected a line of text, got {paper!r}")
     return ExperimentSpec(name=str(data["name"]), path=path, tasks=tasks, variants=variants,
-                          baseline=str(data["baseline"]), seeds=list(seeds), set=_mapping(data.get("set"), f"{path}: set"),
+                          baseline=str(data["baseline"]), seeds=list(seeds),
+                          set=_mapping(data.get("set"), f"{path}: set"),
                           budgets=budgets, references=references, description=str(data.get("description", "")),
                           tune=parse_tuning(data.get("tune"), f"{path}: tune"), paper=paper,
                           differs=_lines(data.get("differs"), f"{path}: differs"),
@@ -411,6 +418,6 @@ def read_cell_config(cell: Cell, path: Path) -> dict:
     Raises:
         ConfigError: the file does not fit that kind of config in this cn3.
     """
-    from cn3.runtime import read_saved_config
+    from cn3.train.checkpoints import read_saved_config
 
     return read_saved_config(cell.kind.config_class(), path)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cn3.config import ConfigError
-from cn3.run_dir import RunDir, finished, read_results, split_scores
+from cn3.runs.layout import RunDir
+from cn3.runs.records import finished, read_results, split_scores
 
 TUNE_KEYS = {"options", "seed", "description"}
 #: the split a tuning choice reads, in order of preference (translation runs have ``val``)

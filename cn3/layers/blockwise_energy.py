@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cn3.attention import attend, masked_softmax
+from cn3.layers.attention import attend, masked_softmax
 
 #: Elements of the ``(B, rows, Nk, e)`` block buffer (8 MB in float32): blocks as large as the
 #: 64 MB per-layer budget at N = 2,500 allows (each block has a fixed dispatch cost).

@@ -11,14 +11,12 @@ For node ``i`` and every node ``k`` of the same sentence::
     g_i     = sigmoid(W_g h_i + b)                        gate (one value per hidden unit)
     h'_i    = g_i * h~_i + (1 - g_i) * h_i                gated update
 
-``W`` is applied block by block, ``W_1 h_k + W_2 h_i + W_3 v_i + W_4 v_k + W_5 e_ik``, so
-the ``[B, N, N, 2d + ...]`` concatenation never exists: the node terms are projected once per
-node and broadcast-added, and the edge term is one projected vector per edge type, gathered
-inside the blockwise attention (:mod:`cn3.layers.blockwise_energy`), which never keeps an
-``(N, N)`` or larger tensor for backward.
+``W`` is applied block by block, ``W_1 h_k + W_2 h_i + W_3 v_i + W_4 v_k + W_5 e_ik``, so the
+``[B, N, N, 2d + ...]`` concatenation never exists: node terms are projected once per node, the
+edge term once per edge type and gathered per pair.
 
 Two options beyond the paper (the learned graphs are stars: one head cannot attend to two places),
-both off by default, which leaves the layer above exactly as it was:
+both off by default (the paper's layer):
 
 * ``energy_heads = H``: ``H`` energies, each its own soft graph over its own slice of the states::
 
@@ -26,25 +24,19 @@ both off by default, which leaves the layer above exactly as it was:
       alpha^h  = softmax_k(s^h_ik)
       h~_i     = concat_h( sum_k alpha^h_ik h_k[slice_h] )      slice_h: the h-th of H equal slices
 
-  No value projection is added, and the gate is unchanged. The energy costs what one head of
-  ``energy_dim`` rows costs; the blockwise attention keeps ``H`` weight matrices ``(B, N, N)`` for
-  backward instead of one.
+  No value projection is added and the gate is unchanged; the energy costs what one head of
+  ``energy_dim`` rows costs.
 * relative positions (:class:`DynamicGraphEncoder`, ``relative_positions = C``): the clipped offset
   ``clip(k - i, -C, C)`` joins the edge type, so ``e_ik`` also says where ``k`` lies from ``i``.
 
-Three implementations of the energy, softmax and messages, the same function to rounding; the
-layer's ``impl`` picks one (in a run's config, ``model.attention_impl`` on sentence tasks and
-``model.cn3.attention_impl`` on translation), ``auto`` by device, width and length
-(:func:`choose_impl`):
+Three implementations of the energy, softmax and messages, the same function to rounding, picked
+by the layer's ``impl`` (``model.attention_impl`` on sentence tasks, ``model.cn3.attention_impl`` on
+translation; ``auto``: :func:`choose_impl`):
 
-* ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB; ``auto``'s
-  choice off CUDA, where it is the fastest.
-* ``dense``: the same autograd Function with blocks of :data:`~cn3.layers.blockwise_energy.DENSE_ELEMENTS`
-  (a whole batch at once up to that size); ``auto``'s choice on CUDA where ``fused`` is not.
+* ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB.
+* ``dense``: the same autograd Function with blocks of :data:`~cn3.layers.blockwise_energy.DENSE_ELEMENTS`.
 * ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and one backward for all
-  heads, memory O(B N (d + e)) plus ``alpha`` when asked for; ``auto``'s choice on CUDA with Triton
-  within :data:`FUSED_MAX_WIDTH` and :data:`FUSED_MAX_LENGTH`. On CPU tensors it runs only in
-  Triton's interpreter (tests).
+  heads, memory O(B N (d + e)); on CPU tensors only under Triton's interpreter.
 
 ``alpha`` is the only O(B N^2) output: ``need_alpha=False`` returns None in its place, which lets the
 fused path skip writing it.
@@ -57,7 +49,7 @@ import importlib.util
 import torch
 from torch import Tensor, nn
 
-from cn3.attention import gated_mix
+from cn3.layers.attention import gated_mix
 from cn3.layers.blockwise_energy import DENSE_ELEMENTS, additive_attention, default_block_rows
 
 #: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
@@ -65,10 +57,8 @@ IMPLS = ("auto", "blockwise", "dense", "fused")
 #: The widest value slice per head (``hidden / energy_heads``) ``auto`` gives the fused kernel: its
 #: ``(rows, width)`` accumulators live in registers (the width padded to a power of two).
 FUSED_MAX_WIDTH = 512
-#: The longest sentence (keys per row) ``auto`` gives the fused kernel. Longer sentences take the dense
-#: path, measured the faster there; up to it the fused kernel was as fast or faster and needs
-#: O(B N (d + e)) memory (docs/benchmarks.md, "Measured on one NVIDIA H200"). Sentence tasks'
-#: sentences are all far below it.
+#: The longest sentence (keys per row) ``auto`` gives the fused kernel; the dense path was measured
+#: the faster above it (docs/benchmarks.md, "Measured on one NVIDIA H200").
 FUSED_MAX_LENGTH = 512
 
 
@@ -83,9 +73,8 @@ def choose_impl(impl: str, device: torch.device, width: int = 0, length: int = 0
 
     ``auto``: ``fused`` on CUDA with Triton; ``dense`` on CUDA without it, under
     ``torch.use_deterministic_algorithms`` (the fused backward sums with atomics, in no fixed
-    order), above :data:`FUSED_MAX_WIDTH` or above :data:`FUSED_MAX_LENGTH` (measured faster
-    there); ``blockwise`` elsewhere (on the CPU it is the fastest). Other values are returned as
-    they are.
+    order), or above :data:`FUSED_MAX_WIDTH` or :data:`FUSED_MAX_LENGTH`; ``blockwise`` off CUDA.
+    Other values are returned as they are.
 
     Raises:
         ValueError: ``impl`` is not one of :data:`IMPLS`.
@@ -117,25 +106,24 @@ class DynamicGraphLayer(nn.Module):
         block_rows: query rows per block of the energy; None picks by size.
         init_range: every parameter is drawn from ``U(-init_range, init_range)``; the paper
             uses 0.1.
-        energy_heads: ``H`` energy heads (1 = the paper's layer). Must divide ``hidden`` and
-            ``energy_dim``. Parameter layout for ``H > 1``: head ``h`` owns rows
-            ``h*e/H : (h+1)*e/H`` of every block of ``W`` (``lin_hk``, ``lin_hi``, ``lin_vi``,
-            ``lin_vk``, ``lin_edge``: the same modules and shapes as one head) and row ``h`` of
-            ``u``, which is ``(H, e/H)`` (``(e,)`` for one head, so one-head checkpoints keep their
-            keys and shapes). The edge-type embedding ``e_ik`` is shared: it is the input, and
-            each head has its own columns of ``W`` for it.
-        impl: ``auto``, ``blockwise``, ``dense`` or ``fused`` (see the module docstring and
-            :func:`choose_impl`); an attribute, so it may be changed after construction.
+        energy_heads: ``H`` energy heads (1 = the paper's layer); must divide ``hidden`` and
+            ``energy_dim``. Head ``h`` owns rows ``h*e/H : (h+1)*e/H`` of every block of ``W`` (the
+            same modules and shapes as one head) and row ``h`` of ``u``, which is ``(H, e/H)``
+            (``(e,)`` for one head, so one-head checkpoints keep their keys). The edge-type
+            embedding is shared.
+        impl: one of :data:`IMPLS` (:func:`choose_impl`); an attribute, so it may be changed after
+            construction.
+
+    Raises:
+        ValueError: ``impl`` is unknown, or ``energy_heads`` does not divide ``hidden`` and ``energy_dim``.
 
     Shapes:
         - h: ``(B, N, d)``; mask: ``(B, N)`` bool, True at real nodes
         - v: ``(B, N, a)`` or None; edge_type: ``(B, N, N)`` long in ``[0, T)`` or None
           (pairs that involve padding must still hold a valid type, e.g. 0)
-        - returns ``h' (B, N, d)``, ``alpha (B, N, N)``, ``gate (B, N, d)``; all three are
-          zero at padded nodes, and ``alpha`` is zero on padded keys. Use ``gate.mean(-1)``
-          for one number per node. With ``H > 1`` heads ``alpha`` is the mean of the heads'
-          weights, or with ``per_head=True`` the heads' own, ``(B, H, N, N)``; None with
-          ``need_alpha=False``.
+        - returns ``h' (B, N, d)``, ``alpha (B, N, N)``, ``gate (B, N, d)``, all zero at padded
+          nodes (``alpha`` on padded keys too). With ``H > 1`` ``alpha`` is the heads' mean, or with
+          ``per_head=True`` each head's, ``(B, H, N, N)``; None with ``need_alpha=False``.
     """
 
     def __init__(self, hidden: int, attr_dim: int = 0, n_edge_types: int = 0,
@@ -209,10 +197,8 @@ class DynamicGraphLayer(nn.Module):
 
     def _heads(self, query: Tensor, key: Tensor, edge_vecs: Tensor | None, h: Tensor, mask: Tensor,
                edge_type: Tensor | None, dense: bool) -> tuple[Tensor, Tensor]:
-        """Head by head on the blockwise (or, ``dense``, the dense) path:
-        ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ E^h[t_ik]])`` over rows ``slice(e)`` of the
-        projections, ``alpha^h = softmax_k(s^h)``, message ``sum_k alpha^h_ik h_k[slice(d)]``.
-        Returns ``(B, N, d)`` and ``(B, H, N, N)``."""
+        """The energy heads (module docstring) one by one on the blockwise (or, ``dense``, the dense)
+        path. Returns ``(B, N, d)`` and ``(B, H, N, N)``."""
         if self.energy_heads == 1:  # the projections as they are: no slicing, no copies
             slices = [(slice(None), slice(None))]
         else:
@@ -279,10 +265,9 @@ class DynamicGraphEncoder(nn.Module):
     Args:
         num_layers: ``L``.
         hidden: node state size ``d``.
-        relative_positions: ``C > 0`` adds the clipped relative position ``clip(k - i, -C, C)`` to
-            the edge attribute ``e_ik``: the type becomes ``dep_type * (2C + 1) + clip + C`` with
-            ``n_edge_types`` dependency types, else ``clip + C`` (computed here from ``N``; the
-            layers get ``max(n_edge_types, 1) * (2C + 1)`` types). 0 = off (the paper).
+        relative_positions: ``C > 0`` folds ``clip(k - i, -C, C)`` into the edge type
+            (:func:`combined_edge_types`; the layers get ``max(n_edge_types, 1) * (2C + 1)`` types).
+            0 = off (the paper).
         **layer_kwargs: passed to every :class:`DynamicGraphLayer`.
 
     Shapes:

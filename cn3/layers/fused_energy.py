@@ -1,4 +1,4 @@
-"""CN3's additive attention as one fused Triton kernel, forward and backward (issue 30).
+"""CN3's additive attention as one fused Triton kernel, forward and backward.
 
 The same function as :func:`cn3.layers.blockwise_energy.additive_attention`, with ``H`` energy heads
 in one launch::
@@ -8,13 +8,11 @@ in one launch::
     out_i    = concat_h sum_k alpha^h_ik v_k[h d/H : (h+1) d/H]
 
 in FlashAttention's manner for an additive score. One program owns ``BM`` query rows of one
-sentence and head; it walks the keys ``BN`` at a time, and builds each ``(BM, BN)`` tile of scores
-from ``(BM, BN, BE)`` slabs of ``tanh(q_i + k_k + E[t_ik])``, ``BE`` energy columns at a time, with
-``E[t_ik]`` gathered from the ``(T, e)`` edge-type table: no ``(B, N, N, e)`` tensor is ever
-written. The softmax is online (running maximum ``m_i`` and sum ``l_i``, the accumulator rescaled
-when the maximum grows), the messages ``p v`` are a ``tl.dot`` per tile, and only the output and
-the row's log-sum-exp ``lse_i = m_i + log l_i`` go back to memory: O(B N (d + e)). ``alpha``
-(``(B, H, N, N)``, the only O(B N^2) output) is written only when asked for.
+sentence and head; it walks the keys ``BN`` at a time and builds each ``(BM, BN)`` score tile from
+``(BM, BN, BE)`` slabs of ``tanh(q_i + k_k + E[t_ik])``: no ``(B, N, N, e)`` tensor is written. The
+softmax is online (running maximum ``m_i`` and sum ``l_i``); only the output and the row's
+log-sum-exp ``lse_i = m_i + log l_i`` go back to memory: O(B N (d + e)). ``alpha`` (``(B, H, N, N)``)
+is written only when asked for.
 
 Backward (one program per key block, queries in an inner loop) recomputes each tile: the scores
 (first pass over ``e``) give ``p_ik = exp(s_ik - lse_i)``; with ``D_i = <dout_i, out_i>`` (the
@@ -22,32 +20,20 @@ FlashAttention identity) ``ds_ik = p_ik (<dout_i, v_k> - D_i)``; a second pass o
 ``tanh`` and forms ``G_ikj = ds_ik (1 - tanh_ikj^2)``, whose sums over ``k``, ``i`` and
 ``(i, k) : t_ik = t`` are ``dq / u``, ``dk / u`` and ``dE / u`` (``u`` is multiplied in once at the
 end, as in the blockwise backward), and ``du_j = sum_ik ds_ik tanh_ikj``. When forward returned
-``alpha`` its ``p`` is read back instead of recomputed, which skips the first pass. ``dv``, ``dk``
-and ``du`` belong to the key block's program; ``dq`` is added with atomics (programs start at
-staggered query blocks so that they rarely collide) and ``dE`` with atomics into ``SLOTS`` copies
-of the table, summed at the end. Atomics make the backward's float sums run in no fixed order:
-not bitwise reproducible (``auto`` picks the dense path under
-``torch.use_deterministic_algorithms``).
+``alpha`` its ``p`` is read back instead of recomputed. ``dv``, ``dk`` and ``du`` belong to the key
+block's program; ``dq`` and ``dE`` (into ``SLOTS`` copies of the table) are added with atomics, so
+the backward's float sums run in no fixed order: not bitwise reproducible (``auto`` picks the dense
+path under ``torch.use_deterministic_algorithms``).
 
-Precision: the tiles are loaded in their dtype (bf16 under autocast halves the traffic), the
-energy, softmax and every accumulator are fp32, and the products with the values (``p v`` forward,
-``p^T dout`` and ``dout v^T`` backward, the latter ``DC`` columns at a time so that its operands do
-not fill the registers) run in the values' dtype: bf16 on tensor cores, fp32 as torch's own matmuls
-(IEEE, or TF32 where ``torch.backends.cuda.matmul.allow_tf32``).
+Precision: tiles are loaded in their dtype; the energy, softmax and every accumulator are fp32; the
+products with the values run in the values' dtype (fp32 as torch's own matmuls: IEEE, or TF32 where
+``torch.backends.cuda.matmul.allow_tf32``). ``tanh=`` picks ``"sigmoid"`` (``2 sigmoid(2x) - 1``, the
+only form Triton's interpreter runs), ``"libdevice"`` (CUDA's ``tanhf``) or ``"approx"``
+(``tanh.approx.f32``, relative error about ``2^-11``, below bf16's ``2^-8``); see :func:`default_tanh`.
 
-``tanh`` has three forms (``tanh=``): ``"sigmoid"`` (``2 sigmoid(2x) - 1``, the only one Triton's
-interpreter runs), ``"libdevice"`` (CUDA's accurate ``tanhf``) and ``"approx"`` (the single
-``tanh.approx.f32`` instruction, relative error about ``2^-11``: below bf16's resolution ``2^-8``).
-The default is ``libdevice`` for fp32 inputs and ``approx`` for 16-bit ones
-(``bench/gpu_layers.py`` times all three).
-
-Testing without a GPU: with ``TRITON_INTERPRET=1`` in the environment before ``triton`` is first
-imported (the flag is read when Triton defines its own and these kernels, so it holds per process)
-the kernels run on CPU tensors in Triton's interpreter, one program at a time, with the small
-tiles :data:`INTERPRETER_TILES`. ``tests/fused_interpreter_cases.py`` runs that way, in a
-subprocess of ``tests/test_fused_energy.py``. On a GPU the tiles are :data:`FWD_TILE` and
-:data:`BWD_TILE`; each new (energy width, value width, dtype, option) combination compiles once
-(seconds; Triton caches the binaries on disk).
+Without a GPU, ``TRITON_INTERPRET=1`` set before ``triton`` is first imported (read once per process)
+runs the kernels on CPU tensors in Triton's interpreter with :data:`INTERPRETER_TILES`
+(``tests/fused_interpreter_cases.py``). On a GPU the tiles are :data:`FWD_TILE` and :data:`BWD_TILE`.
 """
 
 from __future__ import annotations
@@ -183,7 +169,8 @@ def _fwd_kernel(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S,
     tl.store(OUT + b * stride_ob + offs_m[:, None] * stride_om + (h * DH + offs_d)[None, :] * stride_od,
              tl.where(full[:, None], out, 0.0), mask=(offs_m < N_Q)[:, None] & d_ok[None, :])
     # lse = +inf on empty rows makes every exp(s - lse) of backward (and alpha) exactly 0
-    tl.store(LSE + pid_bh * N_Q + offs_m, tl.where(full, m_i + tl.log(tl.where(full, l_i, 1.0)), float("inf")), mask=offs_m < N_Q)
+    tl.store(LSE + pid_bh * N_Q + offs_m, tl.where(full, m_i + tl.log(tl.where(full, l_i, 1.0)), float("inf")),
+             mask=offs_m < N_Q)
 
 
 @triton.jit
@@ -278,11 +265,9 @@ def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
 
 
 #: GPU tiles of the forward, ``(BM, BN, BE, warps, stages)``: ``BM`` queries x ``BN`` keys per tile,
-#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``). Chosen by compiling for sm_90
-#: (H100) with Triton 3.9 at ``d = 300`` (padded to 512) and ``e = 100``: no register spills with
-#: IEEE fp32, TF32 or bf16 products, edge types and alpha or not, in 34 KB of shared memory (an
-#: A100 fits it too). ``(32, 32, 4, 8, 1)`` is spill-free with TF32 only; small
-#: tiles also give a single long sentence enough programs for every SM (1 x 5000: 313). Not autotuned:
+#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``). They compile for sm_90 without
+#: register spills in every precision and option (32 x 32 tiles spill with IEEE fp32) and give one
+#: long sentence a program for every SM (docs/benchmarks.md, "CN3 layer on a GPU"). Not autotuned:
 #: compiling several tiles per dtype and option costs more than a short run saves.
 FWD_TILE = (16, 16, 16, 8, 1)
 #: GPU tiles of the backward, ``(BMB, BNB, BE, warps, stages)``: ``BNB`` keys per program, ``BMB``

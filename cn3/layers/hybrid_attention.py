@@ -3,11 +3,11 @@ for Self-Attention Networks").
 
 One energy ``xi = QK^T / sqrt(d_k)`` per head, two distributions from it:
 
-* global: ``a_i = softmax(xi_i)`` over all real keys (:func:`cn3.attention.masked_softmax`);
+* global: ``a_i = softmax(xi_i)`` over all real keys (:func:`cn3.layers.attention.masked_softmax`);
 * local (eq. 3): ``l_i = softmax(B(xi_i))``, ``B`` setting ``-inf`` outside ``|i - j| <= m``,
   computed from the band alone: the ``2m + 1`` energies gathered into ``(B, H, N, 2m + 1)``
   (column ``m + o`` holds key ``i + o``) and softmaxed with a band-shaped key mask
-  (:func:`cn3.attention.local_band`). A query with no real key in its window gets zeros, never NaN.
+  (:func:`cn3.layers.attention.local_band`). A query with no real key in its window gets zeros, never NaN.
 
 The window is capped at ``N - 1`` (``window >= N - 1``: global attention; ``0``: each token's value).
 
@@ -15,9 +15,8 @@ Modes:
 
 * ``hybrid`` (eq. 4-5): ``H^_i = (1 - g_i) Att(xi_i, V) + g_i Att(B(xi_i), V)``,
   ``g_i = sigmoid(W H_i + b)`` per token (and head), computed as ``Att(w_i, V)`` with the mixed
-  weights ``w_i = (1 - g_i) a_i + g_i l_i`` (:class:`_HybridWeights`). WHY mix weights, not outputs:
-  one pass over ``N x N`` costs less than attending the band (``2m + 1`` passes over
-  ``(B, H, N, d_k)``) while ``N < d_k`` (figures: docs/benchmarks.md, "Local distribution from the band").
+  weights ``w_i = (1 - g_i) a_i + g_i l_i`` (:class:`_HybridWeights`): one pass over ``N x N`` costs
+  less than attending the band while ``N < d_k`` (docs/benchmarks.md, "Local distribution from the band").
 * ``local``: the local distribution only (the paper's ablation).
 * ``concat``: both outputs concatenated per token and projected from ``2 d`` to ``d``.
 
@@ -25,13 +24,12 @@ Attention dropout applies to BOTH distributions (the authors' code skips the loc
 ``hybrid`` mode one mask ``M`` (:meth:`HybridSelfAttention.dropout_mask`) drops the mixed weights,
 i.e. both distributions alike; ``concat`` draws independent masks.
 
-SDPA path (``hybrid`` on CUDA, where the layer is bound by kernel launches): eq. 5 as
-``lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, each one ``F.scaled_dot_product_attention`` call (the
-local one masked by :func:`band_self_masks`). Equal to the weights path at every real query up to
-rounding; differs only (1) in letting a padded query attend to itself (SDPA backends disagree on
-fully masked rows, and a NaN would spread through ``0 * NaN``) and (2) in drawing one dropout mask
-per distribution. ``need_weights`` takes the weights path. :attr:`HybridSelfAttention.sdpa`:
-``"auto"`` (CUDA, unless ``torch.use_deterministic_algorithms``), ``"always"``, ``"never"``.
+SDPA path (``hybrid`` on CUDA, where launches bound the layer): eq. 5 as
+``lerp(Att(xi_i, V), Att(B(xi_i), V), g_i)``, two ``F.scaled_dot_product_attention`` calls. Equal to
+the weights path at every real query up to rounding, except that a padded query attends to itself
+(SDPA backends disagree on fully masked rows) and each distribution draws its own dropout mask.
+:attr:`HybridSelfAttention.sdpa`: ``"auto"`` (CUDA, unless ``torch.use_deterministic_algorithms``),
+``"always"``, ``"never"``; ``need_weights`` takes the weights path.
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cn3.attention import (attend, band_index, band_key_mask, band_scatter, band_width, local_band,
-                           masked_softmax)
+from cn3.layers.attention import attend, band_index, band_key_mask, band_scatter, band_width, local_band, masked_softmax
 from cn3.layers.transformer import MultiHeadAttention
 
 Mode = Literal["hybrid", "local", "concat"]
@@ -73,14 +70,14 @@ class _HybridWeights(torch.autograd.Function):
     """The mixed weights ``w = (1 - g) a + g l`` after attention dropout, in one step.
 
     Inputs: ``energy (B, H, N, N)``, gate logits ``z (B, G, N, 1)`` (``g = sigmoid(z)``); ``a`` the
-    global weights, ``l`` the local band weights (:func:`cn3.attention.local_band`), added into the
+    global weights, ``l`` the local band weights (:func:`cn3.layers.attention.local_band`), added into the
     band of ``w``. ``keep``: ``None`` (no dropout) or the ``0/1`` keep mask ``r (B, H, N, N)``, which
     this function owns (scaled in place); the output is then ``F.dropout`` of ``w`` with mask ``r``.
     ``s = r (1 - g) / (1 - p)`` is applied in the pass that applies the mask, so the mix adds no
     ``N x N`` pass to vanilla attention with dropout.
 
     Backward, with ``G`` the output gradient and ``u = G s``: the global part of ``dE`` is
-    :func:`cn3.attention.softmax_backward` of ``u``; the local part the band softmax's gradient of
+    :func:`cn3.layers.attention.softmax_backward` of ``u``; the local part the band softmax's gradient of
     ``g r G / (1 - p)``, added at ``(i, i + o)``; the gate's
     ``dz = g ((1 - g) <(r G / (1 - p))_band, l> - <u_i, a_i>)`` (w.r.t. the logits: no ``1 / (1 - g)``).
     """

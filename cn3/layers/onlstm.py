@@ -16,28 +16,21 @@ The master gates are chunked: they have ``hidden / chunk_size`` units, each shar
 a sentence's outputs do not depend on how much padding follows it. ``bidirectional`` runs a second
 layer over each sentence reversed within its own length.
 
-How the recurrence runs (none of this changes what is computed beyond rounding). The input
-projections of all time steps are one matrix product; the recurrence is :class:`_ONLSTMScan`, an
-autograd Function with a hand-written backward (gradients equal autograd's over the step loop up to
-rounding), whose step loops are one of two kernels, chosen per layer by ``kernel`` (:data:`KERNELS`;
-in a run's config, ``model.rnn.onlstm_kernel``):
+The input projections of all steps are one matrix product; the recurrence is :class:`_ONLSTMScan`
+(hand-written backward), whose step loops ``kernel`` chooses per layer (:data:`KERNELS`;
+``model.rnn.onlstm_kernel`` in a run's config). The kernel changes nothing beyond rounding:
 
-* ``scan``: a loop over time in Python that records nothing for autograd and writes into
-  preallocated buffers (:func:`_forward_steps`, :func:`_backward_steps`); any device and dtype.
-* ``triton``: the persistent Triton kernels of :mod:`cn3.layers.onlstm_triton`, one launch forward
-  and one backward. They run on fp32 CUDA tensors with Triton installed (and on CPU tensors under
-  Triton's interpreter, for the tests); anywhere else the layer runs ``scan`` (Triton missing: a
-  ``RuntimeWarning``, once per process).
+* ``scan``: a Python loop over time (:func:`_forward_steps`, :func:`_backward_steps`); any device and dtype.
+* ``triton``: the persistent kernels of :mod:`cn3.layers.onlstm_triton` on fp32 CUDA tensors (CPU
+  tensors under Triton's interpreter); elsewhere ``scan`` (Triton missing: a ``RuntimeWarning``, once).
 * ``auto``: ``triton`` on fp32 CUDA tensors up to hidden :data:`TRITON_AUTO_MAX_HIDDEN` where Triton
-  imports, else ``scan``, silently: each where it was measured the faster (docs/benchmarks.md,
-  "Measured on one NVIDIA H100").
+  imports, else ``scan``.
 
-Mixed precision: under ``torch.autocast`` on CUDA the input projection runs in the autocast dtype and
-the recurrence in the parameters' dtype (fp32), autocast off, so the cell state is never rounded to
-bf16. Under autocast on a device of :data:`AUTOCAST_STEP_LOOP` (the CPU) the layer runs
-:meth:`ONLSTM._step_loop` instead, the recurrence under autograd with autocast's per-operation
-dtypes, whatever ``kernel`` says: there neither was faster at every measured size
-(docs/benchmarks.md, "CPU before and after").
+Under CUDA autocast the input projection runs in the autocast dtype and the recurrence in fp32, so
+the cell state is never rounded to bf16. Under autocast on a device of :data:`AUTOCAST_STEP_LOOP`
+(the CPU) the layer runs :meth:`ONLSTM._step_loop` (autograd, autocast's per-operation dtypes)
+whatever ``kernel`` says: there neither path was faster at every size (docs/benchmarks.md, "CPU
+before and after").
 """
 
 from __future__ import annotations
@@ -47,6 +40,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+
 from cn3.layers.lstm import LSTM
 from cn3.layers.packed import run_packed
 
@@ -143,11 +137,11 @@ AUTOCAST_STEP_LOOP = frozenset({"cpu"})
 #: Values of ``ONLSTM(kernel=...)`` (module docstring): ``auto`` picks per call (:func:`_use_triton`),
 #: ``scan`` and ``triton`` force a kernel.
 KERNELS = ("auto", "scan", "triton")
-#: The widest hidden size ``auto`` gives the Triton kernels; wider layers run the scan, which was the
-#: faster at hidden 512 (docs/benchmarks.md, "Measured on one NVIDIA H100"). Why: a program owns 8
-#: batch rows and multiplies their states by the whole recurrent weight each step, so its serial
-#: work grows with hidden^2 while the number of programs (rows / 8) does not. Widths between 256 and
-#: 512 are unmeasured.
+#: The widest hidden size ``auto`` gives the Triton kernels. A program owns 8 batch rows and multiplies
+#: them by the whole recurrent weight each step, so its serial work grows with hidden^2 while the
+#: number of programs does not. Only two shapes were measured, 64 x 25 x 256 (Triton the faster) and
+#: 32 x 50 x 512 (the scan the faster; docs/benchmarks.md, "Measured on one NVIDIA H100"): where
+#: between 256 and 512 they cross is not known.
 TRITON_AUTO_MAX_HIDDEN = 256
 _triton_missing: list[str] = []  # the warning, once given
 
@@ -160,14 +154,9 @@ def check_kernel(kernel: str) -> str:
 
 
 def _use_triton(kernel: str, device: torch.device, dtype: torch.dtype, hidden: int) -> bool:
-    """Whether a layer of ``kernel`` (one of :data:`KERNELS`) runs the Triton kernels on ``hidden``-wide
-    tensors of ``dtype`` on ``device``.
-
-    ``scan``: never. ``triton``: wherever the kernels run, fp32 on CUDA or on the CPU under Triton's
-    interpreter (``TRITON_INTERPRET=1`` before triton is imported), with Triton installed (else a
-    ``RuntimeWarning``, once per process). ``auto``: fp32 on CUDA with ``hidden <=``
-    :data:`TRITON_AUTO_MAX_HIDDEN` where Triton imports (silently the scan where it does not);
-    never on the CPU, where the scan is faster than the interpreter.
+    """Whether a layer of ``kernel`` runs the Triton kernels on ``hidden``-wide ``dtype`` tensors on
+    ``device`` (module docstring). On the CPU only ``triton`` does, under Triton's interpreter
+    (``TRITON_INTERPRET=1`` before triton is imported); ``auto`` never does there: the scan is faster.
     """
     check_kernel(kernel)
     if kernel == "scan" or dtype != torch.float32:
@@ -219,16 +208,12 @@ class _ONLSTMScan(torch.autograd.Function):
     ``return_master``). The forward's arithmetic is :meth:`ONLSTM.cell`'s; gradients equal
     autograd's over the step loop up to rounding.
 
-    Why a Function: autograd over a step loop records ~20 nodes per step and runs ~40 small backward
-    kernels and a weight-gradient product per step. Here the forward records nothing and writes into
-    preallocated buffers (multiplying by a contiguous copy of ``weight.T``, faster per step on the
-    CPU than the transposed view); the backward computes every factor that does not depend on the
-    incoming gradient for all steps at once (:func:`_backward_factors`), so that a step is about a
-    dozen kernels, and the recurrent weight's gradient is one product over all steps.
-
-    Which step loops run (``ctx.impl``, :func:`_use_triton`): ``scan`` (:func:`_forward_steps`,
-    :func:`_backward_steps`) or ``triton`` (:mod:`cn3.layers.onlstm_triton`, which saves only the
-    input, the states and the cells; its backward recomputes the rest, :func:`_triton_backward`).
+    Why a Function: autograd over the step loop records ~20 nodes and runs ~40 small kernels per
+    step. Here the forward records nothing and writes into preallocated buffers; the backward computes
+    every factor that does not depend on the incoming gradient for all steps at once
+    (:func:`_backward_factors`), and the recurrent weight's gradient is one product over all steps.
+    ``ctx.impl`` (:func:`_use_triton`) is ``scan`` or ``triton``; the Triton path saves only the input,
+    states and cells and recomputes the rest (:func:`_triton_backward`).
     """
 
     @staticmethod
@@ -364,23 +349,18 @@ class ONLSTM(nn.Module):
 
     Args:
         input_size, hidden: widths.
-        chunk_size: neurons per master-gate unit (``hidden % chunk_size == 0``). With one chunk
-            (``chunk_size == hidden``) the master input gate ``1 - cumax`` is 0 at every step and the
-            cell outputs zeros; the encoders' configs refuse it, the layer allows it (its kernels'
-            tests cover that edge).
-        kernel: the recurrence's kernel, one of :data:`KERNELS` (module docstring; ``auto`` picks
-            per call): how it runs, not what it computes. An attribute, so it may be changed after
-            construction (checked again at each call).
+        chunk_size: neurons per master-gate unit (``hidden % chunk_size == 0``). One chunk
+            (``chunk_size == hidden``) makes ``I = 1 - cumax`` 0 everywhere and the output zero; the
+            encoders' configs refuse it, the layer allows it.
+        kernel: one of :data:`KERNELS` (module docstring). An attribute, checked again at each call,
+            so it may be changed after construction.
 
     Raises:
         ValueError: ``hidden`` is not a multiple of ``chunk_size``, or ``kernel`` is unknown.
 
     Gate layout of the projections: ``[F (n_chunks), I (n_chunks), f, i, o, c^ (hidden each)]``.
-
-    The recurrence runs in :class:`_ONLSTMScan` (hand-written backward), under CUDA autocast too, in
-    the parameters' dtype (module docstring); :meth:`_step_loop` is the same recurrence under
-    autograd (:meth:`cell` per step), which CPU autocast runs (per-operation dtypes: bf16 products
-    and gates) and the tests compare against.
+    :meth:`_step_loop` is the recurrence under autograd (:meth:`cell` per step): CPU autocast runs it,
+    the tests compare against it.
     """
 
     def __init__(self, input_size: int, hidden: int, chunk_size: int = 8, kernel: str = "auto"):
@@ -402,11 +382,7 @@ class ONLSTM(nn.Module):
         nn.init.zeros_(self.ih.bias)
 
     def cell(self, gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One step from pre-activations ``(B, width)`` and ``c (B, hidden)``: ``(h, c, F)``.
-
-        Few, large operations (the loop runs them per time step): both master gates in one
-        ``cumax``, the three sigmoid gates in one ``sigmoid``.
-        """
+        """One step (eq. 3-9) from pre-activations ``(B, width)`` and ``c (B, hidden)``: ``(h, c, F)``."""
         b, nc, cs, hid = gates.shape[0], self.n_chunks, self.chunk_size, self.hidden
         # split/unbind, not slicing: their backward is one cat/stack, a slice's a zero-filled copy
         master_raw, sig_raw, cand_raw = gates.split([2 * nc, 3 * hid, hid], dim=1)
@@ -492,8 +468,8 @@ class RecurrentStack(nn.Module):
         dropout: between layers.
         in_dim: input width of the first layer (default ``d_model``).
         residual: each layer after the first adds its input to its output (``x_{l+1} = x_l + f_l(x_l)``,
-            Wu et al. 2016, GNMT): without it a deep stack learns slowly (hao-table1's 6-layer LSTM
-            reached 9.3 dev BLEU on Multi30k after 16 epochs without it, 35.6-35.8 with it).
+            Wu et al. 2016, GNMT): without it a deep stack learns slowly (docs/benchmarks.md,
+            "Figures moved from docstrings").
         kernel: every ON-LSTM layer's ``kernel`` (:data:`KERNELS`); ``lstm`` cells take only
             ``auto`` (a ``ValueError`` otherwise: nothing there would read it).
 

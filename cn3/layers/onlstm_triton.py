@@ -3,14 +3,12 @@ of :class:`cn3.layers.onlstm.ONLSTM` (``kernel``; a run's ``model.rnn.onlstm_ker
 
 The sequential part of :class:`cn3.layers.onlstm._ONLSTMScan` (Shen et al., eq. 3-9): per time step
 the recurrent product ``h_{t-1} U`` added to the precomputed input projection, the master gates'
-``cumax``, the chunked cell update and the padding rule (a padded step keeps the state). The
-plain scan launches about 13 small kernels per step forward and 10 backward; here one launch runs
-the whole sequence each way. One program owns ``BB`` batch rows and loops over time inside the
-kernel: per step it walks the neurons ``BH`` at a time, accumulates the four gates' inputs over
-``BK``-wide slices of ``h_{t-1}`` against tiles of ``U^T`` read from L2 (the whole recurrent matrix
-per step and program), and writes ``h_t`` and ``c_t`` (the next step reads every neuron of them, so
-they go through global memory, L1/L2 resident, with a barrier between steps; the interpreter runs
-one program at a time and does not exercise the barriers).
+``cumax``, the chunked cell update and the padding rule (a padded step keeps the state), in one
+launch each way instead of a dozen small kernels per step. One program owns ``BB`` batch rows and
+loops over time inside the kernel: per step it walks the neurons ``BH`` at a time, accumulating the
+gates' inputs over ``BK``-wide slices of ``h_{t-1}`` against tiles of ``U^T``, and writes ``h_t`` and
+``c_t`` to global memory, with a barrier between steps (the next step reads every neuron; the
+interpreter runs one program at a time and does not exercise the barriers).
 
 Forward, per step ``t`` and row block::
 
@@ -23,12 +21,9 @@ Forward, per step ``t`` and row block::
         c_t = f^ c_{t-1} + i^ c^;  h_t = o tanh(c_t)                  eq. 9
         padded (keep False): h_t, c_t = h_{t-1}, c_{t-1}
 
-It writes the states ``hs (B, N, hidden)``, the cells ``(N + 1, B, hidden)`` (``c_0`` first; the
-backward reads ``c_{t-1}``) and, when asked, the master forget gates ``(B, N, n_chunks)``.
-
-Backward: the gates are recomputed for all steps at once from the saved states (one product, in
-torch, by :mod:`cn3.layers.onlstm`), with the step-independent factors of the plain scan's backward
-(``table``, ``d_o``, ``d_tc``). The kernel runs the sequential remainder, ``t = N-1 .. 0``::
+Backward: :mod:`cn3.layers.onlstm` recomputes the gates for all steps at once from the saved states,
+with the step-independent factors ``table``, ``d_o``, ``d_tc``; the kernel runs the rest,
+``t = N-1 .. 0``::
 
     dh = d hs_t + dh_rec;  padded: (dh, dc) pass on to step t-1 unchanged (carry), 0 here
     d c_t = dc + dh d_tc_t;  d pre_t[f, i, c^] = d c_t table_t;  d pre_t[o] = dh d_o_t
@@ -36,22 +31,13 @@ torch, by :mod:`cn3.layers.onlstm`), with the step-independent factors of the pl
     d pre_t[F] = softmax'(reverse cumsum(dF)),  d pre_t[I] = softmax'(-reverse cumsum(dI))
     dh_rec = d pre_t U (+ carry)
 
-and returns ``d pre (N, B, width)``, ``d h_0``, ``d c_0``; the recurrent weight's gradient is one
-product over all steps, outside.
+Precision: all fp32; the ``tl.dot`` products as torch's own matmuls (TF32 only where
+``torch.backends.cuda.matmul.allow_tf32``), the chunk selections ``E`` always IEEE (exact).
+``tanh`` is libdevice's ``tanhf`` on the GPU, ``2 sigmoid(2x) - 1`` in the interpreter.
 
-Precision: every operand and accumulator is fp32. ``h_{t-1} U^T`` and ``d pre_t U`` are ``tl.dot`` in
-IEEE fp32 as torch's own matmuls (TF32 where ``torch.backends.cuda.matmul.allow_tf32``); the chunk
-selections ``E`` are IEEE always (exact). ``tanh`` is CUDA's ``tanhf`` (libdevice) on the GPU and
-``2 sigmoid(2x) - 1`` in the interpreter (the only form it runs; absolute error ~1e-7).
-
-Testing without a GPU: with ``TRITON_INTERPRET=1`` set before ``triton`` is imported the kernels
-run on CPU tensors with :data:`INTERPRETER_TILES` (``tests/onlstm_interpreter_cases.py``, run in a
-subprocess by ``tests/test_onlstm_triton.py``). On a GPU the tiles are :data:`FWD_TILE` and
-:data:`BWD_TILE`; each hidden size compiles once (seconds; Triton caches the binaries on disk).
-``tests/test_onlstm_triton.py`` also compiles both kernels for sm_90 without a GPU (Triton's bundled
-``ptxas``): type and layout errors the interpreter cannot see, and register spills.
-``bench/gpu_nmt_layers.py`` times it on a GPU (the ``onlstm-triton`` column; docs/benchmarks.md,
-"Measured on one NVIDIA H100").
+Without a GPU, ``TRITON_INTERPRET=1`` set before ``triton`` is imported runs the kernels on CPU
+tensors with :data:`INTERPRETER_TILES` (``tests/onlstm_interpreter_cases.py``). On a GPU the tiles
+are :data:`FWD_TILE` and :data:`BWD_TILE`.
 """
 
 from __future__ import annotations

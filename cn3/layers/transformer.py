@@ -1,7 +1,7 @@
 """Transformer building blocks: multi-head attention on the shared kernel, feed-forward, layers.
 
 Every attention here computes its scaled dot-product energy ``QK^T / sqrt(d_k)`` of shape
-``(B, H, Nq, Nk)`` and hands it to :mod:`cn3.attention` for masking, softmax and the weighted sum.
+``(B, H, Nq, Nk)`` and hands it to :mod:`cn3.layers.attention` for masking, softmax and the weighted sum.
 
 Encoder self-attention modules share one interface, ``attn(x, mask) -> (out, info)``, so an encoder
 layer takes any of them (vanilla here, hybrid/local in :mod:`cn3.layers.hybrid_attention`); ``info``
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from cn3.attention import attention
+from cn3.layers.attention import attention
 
 
 class MultiHeadAttention(nn.Module):

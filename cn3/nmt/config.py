@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import CONFIG_DIR, ConfigError, from_dict, resolve
-from cn3.loop_config import LoopConfig
 from cn3.encoders.options import with_encoder_options
+from cn3.train.config import LoopConfig
 
 DEFAULT_CONFIG = CONFIG_DIR / "nmt" / "small.yaml"
 
@@ -81,9 +81,8 @@ class NMTModelConfig:
         norm: ``pre`` (LayerNorm before each sublayer, final LayerNorm) or ``post`` (Vaswani et al.).
         tie: ``none``; ``decoder`` (target embedding = output projection); ``all`` (also the source
             embedding; needs ``data.joint_vocab``).
-        hybrid, rnn, selfatt, cnn, cn3: the options of those encoder families (the same sections as
-            in the sentence config, added by :func:`cn3.encoders.options.with_encoder_options`; the
-            sentence config spells CN3's as plain ``model.*`` keys).
+        hybrid, rnn, selfatt, cnn, cn3: the options of those encoder families
+            (:mod:`cn3.encoders.options`).
     """
 
     encoder: str = "transformer"
@@ -124,7 +123,7 @@ class NMTModelConfig:
 
 @dataclass
 class NMTTrainConfig(LoopConfig):
-    """The trainer: the loop's settings (:class:`cn3.loop_config.LoopConfig`; here one evaluation per
+    """The trainer: the loop's settings (:class:`cn3.train.config.LoopConfig`; here one evaluation per
     epoch by default, no clipping, a log line every 100 updates) and Adam (0.9, 0.98, 1e-9) with a
     linear warm-up to ``lr`` then inverse-sqrt decay.
 
@@ -176,18 +175,19 @@ class NMTConfig:
 
 
 def resolve_nmt_config(config_file: Path | None, flags: dict, overrides: list[str]) -> NMTConfig:
-    """Build a translation run's config with :func:`cn3.config.resolve` (see the module docstring).
+    """Build a translation run's config with :func:`cn3.config.resolve` (module docstring).
 
     Args:
-        config_file: ``--config``; ``None`` = ``cn3/configs/nmt/small.yaml`` (package data; its absence
-            is an error, never a silent fall back to the dataclass defaults).
+        config_file: ``--config``; ``None`` = ``cn3/configs/nmt/small.yaml`` (its absence is an error,
+            never a fall back to the dataclass defaults).
         flags: dotted keys from dedicated CLI flags, e.g. ``{"model.encoder": "hybrid"}``;
             ``None`` values are ignored.
         overrides: ``--set key=value`` strings, applied last.
     """
     if config_file is None:
         if not DEFAULT_CONFIG.is_file():
-            raise ConfigError(f"the default NMT config is missing: {DEFAULT_CONFIG} (reinstall cn3, or pass --config FILE)")
+            raise ConfigError(f"the default NMT config is missing: {DEFAULT_CONFIG} "
+                              "(reinstall cn3, or pass --config FILE)")
         config_file = DEFAULT_CONFIG
     return resolve(NMTConfig, config_file, flags, overrides)
 

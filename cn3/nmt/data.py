@@ -6,7 +6,7 @@
   files (``data.corpus: files``).
 * :class:`Tokenizer`: sentencepiece BPE trained on the training split only, joint or one per
   language; ids 0-3 are ``<pad> <unk> <s> </s>``. The models live in the run directory and checkpoints.
-* :func:`make_batch`: padded tensors of a batch (orders from :func:`cn3.bucketing.bucketed_batches`).
+* :func:`make_batch`: padded tensors of a batch (orders from :func:`cn3.train.bucketing.bucketed_batches`).
 """
 
 from __future__ import annotations

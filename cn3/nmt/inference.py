@@ -10,13 +10,13 @@ from pathlib import Path
 
 import torch
 
-from cn3.compat import upgrade_nmt_config
 from cn3.nmt.config import NMTConfig, config_from_dict
 from cn3.nmt.data import Tokenizer
 from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
-from cn3.run_dir import RunDir
-from cn3.runtime import load_checkpoint
+from cn3.runs.compat import upgrade_nmt_config
+from cn3.runs.layout import RunDir
+from cn3.train.checkpoints import load_checkpoint
 from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.util.console import progress
 from cn3.util.errors import RunError

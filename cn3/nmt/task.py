@@ -1,6 +1,6 @@
 """Translation as a run kind of the trainer (:mod:`cn3.train.trainer`).
 
-Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
+Run directory (:class:`cn3.runs.layout.RunDir` paths plus the subword models)::
 
     RUN/config.yaml          resolved config          RUN/spm.joint.model   (or spm.src/spm.tgt.model)
     RUN/log.txt              everything printed        RUN/metrics.jsonl     one record per evaluation
@@ -8,7 +8,7 @@ Run directory (:class:`cn3.run_dir.RunDir` paths plus the subword models)::
     RUN/best.pt              best dev BLEU so far (weights, no optimizer state)
     RUN/results.json         final BLEU per split
     RUN/translations/        the final hypotheses per split
-    RUN/predictions/         the same per split with their references (``<split>.json.xz``, :mod:`cn3.run_dir`)
+    RUN/predictions/         the same per split with their references (``<split>.json.xz``, :mod:`cn3.runs.layout`)
     RUN/curves.png           train and dev loss, dev BLEU against step
 
 The learning rate is a pure function of the step and the subword model is read back from the run
@@ -25,18 +25,18 @@ from functools import partial
 import torch
 from rich.table import Table
 
-from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.config import ConfigError
-from cn3.distributed import World
 from cn3.nmt.analysis import gate_summary, has_gates
 from cn3.nmt.config import NMTConfig
 from cn3.nmt.data import Batch, EncodedPairs, Tokenizer, encode_pairs, final_splits, load_split, make_batch
 from cn3.nmt.inference import load_run, score_pairs
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
-from cn3.run_dir import RunDir
-from cn3.runtime import autocast, make_scaler, seed_everything
+from cn3.runs.layout import RunDir
+from cn3.train.bucketing import bucketed_batches, epoch_seed
+from cn3.train.distributed import World
 from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.train.optim import make_optimizer
+from cn3.train.runtime import autocast, make_scaler, seed_everything
 from cn3.train.state import TrainState
 from cn3.util.atomic import atomic_write, atomic_write_text
 from cn3.util.console import console
@@ -135,7 +135,7 @@ class TranslationTask:
             logits = self.model(batch.src, batch.tgt_in)
         loss, _ = self.model.loss(logits.float(), batch.tgt_out, self.cfg.train.label_smoothing)
         # per target token (count: from the host, where Batch.tokens would read the device);
-        # weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
+        # weight: a rank's share of a global batch (cn3.train.distributed), times the fp16 loss scale
         (loss * (weight / count)).backward()
         return loss.detach().double()
 

@@ -20,10 +20,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from cn3.config import ConfigError
-from cn3.nmt.config import NMTModelConfig
-from cn3.nmt.data import BOS, EOS, PAD
 from cn3.encoders import build_encoder
 from cn3.layers.transformer import DecoderLayer, sinusoidal_positions
+from cn3.nmt.config import NMTModelConfig
+from cn3.nmt.data import BOS, EOS, PAD
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""From a prepared store to padded dense tensors (batch orders: :mod:`cn3.bucketing`).
+"""From a prepared store to padded dense tensors (batch orders: :mod:`cn3.train.bucketing`).
 
 A batch is gathered straight from the columnar store (see :mod:`data_prep.store`) and densified
 with PyG's ``to_dense_batch`` (node attributes) and ``to_dense_adj`` (the edge-type matrix
@@ -108,7 +108,7 @@ def _dense_side(t: dict, side: str, index: Tensor) -> tuple[SideBatch, Tensor, T
 
 def make_batch(dataset, indices: list[int]) -> GraphBatch:
     """The items ``indices`` of a :class:`data_prep.store.GraphDataset` as one batch: equal to collating
-    their PyG ``Data`` with ``Batch.from_data_list`` and densifying (tested), several times faster.
+    their PyG ``Data`` with ``Batch.from_data_list`` and densifying (tested).
     """
     t = dataset.t
     index = torch.as_tensor(indices, dtype=torch.long)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import ConfigError
-from cn3.loop_config import LoopConfig
 from cn3.encoders.options import family_options, with_encoder_options
+from cn3.train.config import LoopConfig
 
 
 @dataclass
@@ -58,34 +58,23 @@ class ModelConfig:
     * ``+POS``: ``pos_dim > 0``; ``+char``: ``char: cnn``; ``+char+Spell``: also ``spell_dim > 0``;
     * ``Dep``: ``edge_attrs: true`` (dependency relation and direction as ``e_ik``).
 
-    Beyond the paper (issue 17: CN3's learned graphs are stars), all off by default:
+    Beyond the paper (CN3's learned graphs are stars: RESULTS.md, "Why the graphs collapse"), all off by default:
 
-    * ``energy_heads``: ``H`` energy heads per CN3 layer, each with ``energy_dim / H`` rows of ``W``,
-      its own ``u``, its own softmax, and the ``h``-th of ``H`` slices of the node states as messages
-      (the cost of one head of ``energy_dim``); ``info["alphas"]`` holds the mean over the heads,
-      ``info["head_alphas"]`` each head's. Must divide ``energy_dim`` and ``2 * hidden``. cn3 only.
-    * ``relative_positions``: ``C > 0`` adds ``clip(k - i, -C, C)`` to CN3's edge attribute ``e_ik``
-      (folded into the edge type with the dependency type when ``edge_attrs`` is on). cn3 only.
+    * ``energy_heads``, ``relative_positions``: cn3 only, as in :class:`cn3.encoders.options.CN3Options`;
+      ``energy_heads`` must divide ``energy_dim`` and ``2 * hidden``. ``info["alphas"]`` holds the
+      mean over the heads, ``info["head_alphas"]`` each head's.
     * ``position_dim``: embeds each word's position in its sentence (``min(i, 100)``) as a node
       attribute, like ``pos_dim``: it joins ``x`` for every encoder and ``v`` for CN3's energy.
 
-    ``attention_impl`` (``auto``, ``blockwise``, ``dense``, ``fused``) picks how the CN3 layers' energy
-    runs, not what it computes (an execution option, :mod:`cn3.encoders.options`; see
-    :mod:`cn3.layers.dynamic_graph`); ``rnn.onlstm_kernel`` (``auto``, ``scan``, ``triton``) does the
-    same for ON-LSTM layers (:mod:`cn3.layers.onlstm`). ``auto`` picks by device and size.
+    ``attention_impl`` and ``rnn.onlstm_kernel`` are execution options (:mod:`cn3.encoders.options`).
 
-    The baselines are other encoders behind the same heads and trainer: ``nbow``, ``cnn``, ``rnn``,
-    ``lstm``, ``treelstm``, ``pdgraph``, ``selfatt1``, ``selfatt2``, ``transformer`` (SelfAtt3),
-    ``hybrid``/``local`` (Xu et al.), ``onlstm``, ``onlstm_san``/``lstm_san`` (Hao et al.).
+    The baselines are the zoo's other encoders behind the same heads and trainer.
 
     Sizes: ``hidden`` is the width per direction of a bidirectional encoder, so every encoder's
     model width is ``d = 2 * hidden``; ``graph_layers`` is the encoder's depth (``None`` = its
     default, shown by ``cn3 encoders``); ``heads``, ``ff`` (0 = ``2 d``), ``attention_dropout`` and
     ``norm`` configure self-attention layers; the sections ``hybrid``, ``rnn``, ``selfatt`` and
-    ``cnn`` hold the options of those families (the same sections as in the NMT config, added by
-    :func:`cn3.encoders.options.with_encoder_options`); CN3's options (``context``, ``energy_dim``,
-    ...: the fields of :class:`cn3.encoders.options.CN3Options`, ``model.cn3`` of the NMT config) are
-    plain ``model.*`` keys here.
+    ``cnn`` are those of the NMT config; CN3's options (``model.cn3`` there) are plain ``model.*`` keys.
 
     ``pool``: how classification heads reduce the nodes to one vector, for encoders without a
     sentence vector of their own (``cnn``: max over time, ``treelstm``: the root, ``selfatt1``: the
@@ -172,7 +161,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig(LoopConfig):
-    """The trainer: the loop's settings (:class:`cn3.loop_config.LoopConfig`: seed, epochs, max_steps,
+    """The trainer: the loop's settings (:class:`cn3.train.config.LoopConfig`: seed, epochs, max_steps,
     patience, clip, evals_per_epoch, checkpoint_every, log_every, num_threads, tensorboard, precision,
     loader_workers) and these.
 
@@ -182,11 +171,11 @@ class TrainConfig(LoopConfig):
     it damps the late epochs of small, noisy tasks.
     ``warmup``: the rate rises linearly from ``lr / warmup`` to ``lr`` over the first ``warmup``
     updates (0 = off, the paper); Transformers are usually trained with one (Vaswani et al. 2017).
-    ``ema``: decay of an exponential moving average of the weights, updated after every step;
-    dev evaluation and ``best.pt`` use the average (0 = off, the raw weights; see ``cn3.averaging``).
-    ``adversarial``: adds the loss of each batch with its word vectors moved against the model, by
-    this fraction of each sentence's embedding norm (Miyato et al., 2017; 0 = off; see
-    ``cn3.adversarial``). Doubles the cost of an update.
+    ``ema``: decay of an exponential moving average of the weights, which dev evaluation and
+    ``best.pt`` use (0 = off; :mod:`cn3.train.averaging`).
+    ``adversarial``: adds the loss of each batch with its word vectors moved against the model by
+    this fraction of each sentence's embedding norm (Miyato et al., 2017; 0 = off;
+    :mod:`cn3.train.adversarial`). Doubles the cost of an update.
     """
 
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"

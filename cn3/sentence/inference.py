@@ -12,16 +12,16 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cn3.bucketing import bucketed_batches
-from cn3.compat import check_sentence_run, upgrade_sentence_config
 from cn3.config import ConfigError, from_dict
 from cn3.metrics import score
-from cn3.run_dir import RunDir
-from cn3.runtime import load_checkpoint
+from cn3.runs.compat import check_sentence_run, upgrade_sentence_config
+from cn3.runs.layout import RunDir
 from cn3.sentence.batching import item_lengths, make_batch
 from cn3.sentence.config import RunConfig
 from cn3.sentence.crf_marginals import crf_marginals
 from cn3.sentence.model import ModelArgs, SentenceGraphModel
+from cn3.train.bucketing import bucketed_batches
+from cn3.train.checkpoints import load_checkpoint
 from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
@@ -144,11 +144,12 @@ def run_vectors(manifest: dict, embeddings: Path | None = None, use: bool = True
     """The pretrained vectors a run was trained with (gensim ``KeyedVectors``), for the words of new
     text outside its vocabulary, and a sentence saying where they come from.
 
-    Found, in order: ``embeddings`` (checked against the run's sha256), the vectors cache (by
-    sha256, so a moved file is no problem once it has been read), the path the run recorded, the
-    same path under today's data root. A file that is missing or changed is a ``ConfigError``
-    naming ``--embeddings`` and ``--no-vectors``; ``use=False`` (``--no-vectors``) returns ``None``
-    on purpose.
+    Looked for in order: ``embeddings`` (checked against the run's sha256), the vectors cache (by
+    sha256), the path the run recorded, the same path under today's data root. ``use=False``
+    (``--no-vectors``) returns ``None``.
+
+    Raises:
+        ConfigError: the file is missing or changed (naming ``--embeddings`` and ``--no-vectors``).
     """
     from data_prep.embeddings import cached_vectors, load_vectors, sha256_file
     from data_prep.paths import data_root
@@ -230,8 +231,10 @@ def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with
 
     ``vectors`` (:func:`run_vectors`): words outside the vocabulary that have one keep it, as the
     staged dev/test splits do. ``annotator``: force one (:func:`annotator_for_run`). Without labels
-    (prediction) every item gets a placeholder label, ignored by the caller. With labels, one that
-    the run does not know is a ``DataError`` naming file and line.
+    every item gets a placeholder label.
+
+    Raises:
+        DataError: a label the run does not know (naming file and line).
     """
     from data_prep.prepare import truncate
 
@@ -262,8 +265,8 @@ def examples_dataset(examples: list[Example], vocabs: dict, manifest: dict, with
 
 def read_task_file(manifest: dict, path: Path) -> list[Example]:
     """Read ``path`` in the format of the run's task (how held-out test sets are scored)."""
-    from data_prep.taskspec import TaskOptions
     from data_prep.tasks import get_task
+    from data_prep.taskspec import TaskOptions
 
     options = TaskOptions(**{k: v for k, v in manifest["settings"]["options"].items() if k != "files"})
     spec = get_task(manifest["task"], options)
@@ -279,10 +282,8 @@ def probabilities(model, batch, out) -> Tensor:
     """How sure ``model`` is of its predictions for ``batch`` (``out = model(batch)``, in eval mode).
 
     Sentences and pairs: the softmax of the class logits, ``(B, K)``. Tagging: the CRF's posterior
-    marginal ``p(y_t = j | x)`` of every tag at every token (forward-backward), ``(B, N, T)``, zero
-    under padding. The tagging model's forward returns only the Viterbi path, so the encoder states
-    are recomputed here (deterministic in eval mode) and scored by the head's own emissions, the
-    ones its likelihood and Viterbi decoding use.
+    marginal ``p(y_t = j | x)`` of every tag at every token, ``(B, N, T)``, zero under padding (the
+    tagging forward returns only the Viterbi path, so the encoder states are recomputed here).
     """
     if model.args.level == "node":
         h, _ = model.encode(batch.a)  # (B, N, d)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from cn3.sentence.batching import GraphBatch
 from cn3.encoders import build_encoder, check_serves
 from cn3.layers.pooling import POOLS
+from cn3.sentence.batching import GraphBatch
+from cn3.sentence.config import ModelConfig
 from cn3.sentence.heads import CRFHead, PairClassifier, PooledClassifier
 from cn3.sentence.node_encoder import NodeEncoder, NodeEncoderSizes
-from cn3.sentence.config import ModelConfig
 
 
 @dataclass

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from cn3.sentence.batching import SideBatch
 from cn3.layers.lstm import LSTM
+from cn3.sentence.batching import SideBatch
 from data_prep.vocab import PAD_ID, UNK_ID
 
 #: Positions from 0 up to ``MAX_POSITION - 1`` have their own embedding row; every later position
@@ -95,9 +95,6 @@ class NodeEncoder(nn.Module):
 
     Shapes: ``forward(side) -> (x (B, N, out_dim), v (B, N, attr_dim) or None)``, ``x`` being
     ``[word; attributes]``.
-
-    Inside ``with encoder.open_vocabulary(rows)``, word ids ``n_words + j`` are embedded as ``rows[j]``
-    (:func:`data_prep.store.open_vocabulary`).
     """
 
     def __init__(self, sizes: NodeEncoderSizes, word_dim: int, pretrained: Tensor | None = None,

@@ -14,7 +14,6 @@ from cn3.sentence.config import RunConfig
 from data_prep.tasks import TASKS
 
 
-
 def task_config_path(task: str) -> Path | None:
     """``cn3/configs/<task>.yaml`` (or the task's shared ``TaskSpec.config``, e.g. ``probe.yaml`` for
     the probing tasks); ``None`` for a task without one (``custom``).

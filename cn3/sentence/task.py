@@ -7,21 +7,21 @@ from functools import partial
 import torch
 from rich.table import Table
 
-from cn3.adversarial import EmbeddingAdversary
-from cn3.averaging import ema_state, make_ema
-from cn3.bucketing import bucketed_batches, epoch_seed
 from cn3.config import ConfigError
-from cn3.distributed import World
 from cn3.metrics import score
-from cn3.run_dir import RunDir
-from cn3.runtime import autocast, make_scaler, seed_everything
+from cn3.runs.layout import RunDir
 from cn3.sentence.batching import DeviceBatches, GraphBatch, item_lengths, make_batch
 from cn3.sentence.config import RunConfig
 from cn3.sentence.inference import evaluate_dataset, gold_and_predictions, load_model
 from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
 from cn3.sentence.prepared import prepared_path
+from cn3.train.adversarial import EmbeddingAdversary
+from cn3.train.averaging import ema_state, make_ema
+from cn3.train.bucketing import bucketed_batches, epoch_seed
+from cn3.train.distributed import World
 from cn3.train.kinds import SENTENCE_CHECKPOINT
 from cn3.train.optim import make_optimizer
+from cn3.train.runtime import autocast, make_scaler, seed_everything
 from cn3.train.state import TrainState
 from cn3.util.atomic import atomic_write_json
 
@@ -78,7 +78,7 @@ class SentenceTask:
             with autocast(self.device, self.cfg.train.precision):
                 out = self.model(batch)
             losses.append(out.loss.detach())
-            # weight: a rank's share of a global batch (cn3.distributed), times the fp16 loss scale
+            # weight: a rank's share of a global batch (cn3.train.distributed), times the fp16 loss scale
             out.loss = out.loss * weight
             return out
 

@@ -139,7 +139,8 @@ def _linearized(counts: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -
     return len(counts) * counts @ gradient
 
 
-def item_differences(counts_a: np.ndarray, counts_b: np.ndarray, score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def item_differences(counts_a: np.ndarray, counts_b: np.ndarray,
+                     score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Per item, A's minus B's linearized contribution (:func:`_linearized`), whose standard deviation
     over sqrt(n) is the standard error of the difference of the corpus scores.
     """

@@ -11,7 +11,7 @@ from cn3.stats.paired import paired_test
 from cn3.stats.result import PairedResult
 
 if TYPE_CHECKING:
-    from cn3.run_dir import Predictions
+    from cn3.runs.records import Predictions
 
 
 def check_paired(a: Predictions, b: Predictions) -> None:
@@ -41,7 +41,7 @@ def compare(a: Predictions, b: Predictions, *, resamples: int = 10_000) -> Paire
     to :func:`paired_test` (seed 0).
 
     Args:
-        a, b: the two runs' predictions on one split (:func:`cn3.run_dir.load_predictions`).
+        a, b: the two runs' predictions on one split (:func:`cn3.runs.records.load_predictions`).
         resamples: randomization trials, and bootstrap resamples for the interval.
     """
     check_paired(a, b)

@@ -9,8 +9,8 @@ import time
 import torch
 
 from cn3.config import ConfigError
-from cn3.loop_config import LoopConfig
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
+from cn3.train.config import LoopConfig
 
 
 def check_tensorboard(t: LoopConfig) -> None:
@@ -62,7 +62,7 @@ class Scalars:
 def draw_curves(run: RunDir) -> None:
     """``RUN/curves.png`` from ``metrics.jsonl``. A figure is a convenience: a failure to draw it
     (a broken matplotlib, a full disk) is a warning in the log, never a failed training."""
-    from cn3.curves import plot_runs
+    from cn3.train.curves import plot_runs
 
     try:
         plot_runs([run.path], run.curves)

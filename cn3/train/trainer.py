@@ -32,13 +32,16 @@ from typing import Protocol
 import torch
 
 import cn3
-from cn3.bucketing import batch_loader
-from cn3.distributed import SINGLE, World, check_world_size, shutdown, step_seed
-from cn3.loop_config import LoopConfig
-from cn3.run_dir import RunDir
-from cn3.runtime import deterministic_algorithms, open_run, plain_checkpoint, restore_checkpoint, rng_state, seed_everything
+from cn3.config import ConfigError, to_dict
+from cn3.runs.layout import RunDir
+from cn3.train import runtime
+from cn3.train.bucketing import batch_loader
+from cn3.train.checkpoints import check_resume_config, plain_checkpoint, read_saved_config, restore_checkpoint
+from cn3.train.config import LoopConfig
+from cn3.train.distributed import SINGLE, World, check_world_size, init_world, shutdown, step_seed
 from cn3.train.interrupts import Interrupts
 from cn3.train.monitor import RunningLoss, Scalars, check_tensorboard, draw_curves, loss_due
+from cn3.train.runtime import deterministic_algorithms, resolve_device, rng_state, seed_everything, slow_precision_note
 from cn3.train.state import TrainState
 from cn3.util.atomic import atomic_torch_save, atomic_write_json
 from cn3.util.console import console, progress
@@ -53,8 +56,8 @@ class RunTask(Protocol):
             keeps (the model itself, or its moving average).
         args: the model's constructor arguments (a dataclass), saved in every checkpoint.
         optimizer: built over ``model``'s parameters.
-        ema: the weight average (:class:`cn3.averaging.WeightAverage`) or ``None``.
-        scaler: the loss scaler of an ``fp16`` run (:func:`cn3.runtime.make_scaler`) or ``None``.
+        ema: the weight average (:class:`cn3.train.averaging.WeightAverage`) or ``None``.
+        scaler: the loss scaler of an ``fp16`` run (:func:`cn3.train.runtime.make_scaler`) or ``None``.
         device: where the model is.
         unit: what the throughput counts (``items``, ``tgt tok``).
         device_collate: :meth:`collate` builds batches on ``device`` itself: no loader workers, no
@@ -152,7 +155,7 @@ class Trainer:
         config: the loop settings (``cfg.train``).
         run: the run directory.
         config_dict: the resolved config, saved in every checkpoint.
-        world: the torchrun process group (:mod:`cn3.distributed`); rank 0 alone evaluates and writes.
+        world: the torchrun process group (:mod:`cn3.train.distributed`); rank 0 alone evaluates and writes.
 
     Call :meth:`start` (new or resumed), then :meth:`fit`.
     """
@@ -414,6 +417,27 @@ class Trainer:
         return results
 
 
+def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
+             resumable: set[tuple[str, str]]) -> tuple[torch.device, RunDir, dict, World]:
+    """What a training run does first: the device, torch's thread count, the run directory, the
+    config as a dict (checked against the run's own config when resuming) and, under torchrun,
+    the process group (:mod:`cn3.train.distributed`; rank 0's run directory alone writes)."""
+    device = resolve_device(device_name)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    if cfg.train.precision == "fp16" and device.type not in runtime.FP16_DEVICE_TYPES:
+        raise ConfigError(f"train.precision=fp16 needs a CUDA device (this run is on {device.type}); "
+                          "use train.precision=bf16 on CPU")
+    world, device = init_world(device)
+    if world.main and (note := slow_precision_note(cfg.train.precision, device)):
+        console.print(f"[yellow]warning[/]: {note}")
+    run = RunDir(run_path, writes=world.main)
+    config_dict = to_dict(cfg)
+    if resume and run.config.exists():
+        check_resume_config(read_saved_config(type(cfg), run.config), config_dict, resumable)
+    return device, run, config_dict, world
+
+
 def train(cfg, run_path: str | Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
     """Train a resolved config (a sentence :class:`~cn3.sentence.config.RunConfig` or a translation
@@ -430,7 +454,7 @@ def train(cfg, run_path: str | Path, resume: bool = False, device_name: str = "a
         ConfigError: a bad config, or one that differs from the resumed run's.
         RunError: the run directory is busy, or training ended before any evaluation.
     """
-    from cn3.run_kinds import kind_of_settings
+    from cn3.runs.kinds import kind_of_settings
 
     kind = kind_of_settings(cfg)
     check_tensorboard(cfg.train)

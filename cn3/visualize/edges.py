@@ -91,8 +91,7 @@ def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
     ``texts``: one sentence, or premise and hypothesis for pair tasks. ``vectors``: the run's word
     vectors (``cn3.sentence.inference.run_vectors``), for the words outside its vocabulary.
     """
-    from cn3.sentence.inference import examples_dataset, text_examples
-    from cn3.sentence.inference import predict
+    from cn3.sentence.inference import examples_dataset, predict, text_examples
 
     manifest, encoder = loaded.manifest, loaded.config.model.encoder
     check_has_edges(encoder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import io
 
+from cn3.plotting import matplotlib_agg
 from cn3.visualize.edges import (
     EdgeView,
     SideEdges,
@@ -20,7 +21,6 @@ from cn3.visualize.figure import (
     draw_arcs,
     word_width,
 )
-from cn3.plotting import matplotlib_agg
 
 
 def render_html(view: EdgeView, layers: list[int], focus: dict[int, int] | None = None) -> str:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cn3.util.errors import DataError
 from data_prep.annotators.base import ANNOTATOR_NAMES, Annotator, ProgressFn
 from data_prep.annotators.gold import GoldAnnotator
 from data_prep.annotators.none import NoneAnnotator
 from data_prep.annotators.spacy_annotator import SpacyAnnotator, spacy_available
 from data_prep.annotators.stanza_annotator import StanzaAnnotator, find_models
-from cn3.util.errors import DataError
 
 DEFAULT_BATCH_SIZE = 256
 

@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
+from cn3.util.errors import DataError
 from data_prep.annotators.base import ProgressFn, alternatives
 from data_prep.annotators.ptb import PTB_MAP_VERSION, map_ptb, ptb_to_upos
 from data_prep.annotators.ud import UPOS
-from cn3.util.errors import DataError
 from data_prep.example import Sentence
 
 

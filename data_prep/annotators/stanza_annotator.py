@@ -20,8 +20,8 @@ import os
 import re
 from pathlib import Path
 
-from data_prep.annotators.base import ProgressFn, alternatives
 from cn3.util.errors import DataError
+from data_prep.annotators.base import ProgressFn, alternatives
 from data_prep.example import Sentence
 
 STANZA_PROCESSORS = "tokenize,pos,lemma,depparse"

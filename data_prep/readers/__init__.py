@@ -11,8 +11,8 @@ from data_prep.readers.labelled_files import load_cr, load_mpqa, load_mr, load_s
 from data_prep.readers.logic import load_logic, read_logic
 from data_prep.readers.nli import load_sick, load_snli, read_sick, read_snli
 from data_prep.readers.sst import load_sst2, load_sst5, read_sst2, read_sst5
-from data_prep.readers.treebanks import load_ptb_pos, load_ud_pos, read_conllu, read_ptb_sample
 from data_prep.readers.trec import load_trec, read_trec
+from data_prep.readers.treebanks import load_ptb_pos, load_ud_pos, read_conllu, read_ptb_sample
 
 __all__ = [
     "load_conll2000", "load_conll2003", "load_cr", "load_custom", "load_imdb", "load_logic", "load_mpqa",

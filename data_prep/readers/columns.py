@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from data_prep import tagging
 from cn3.util.errors import DataError
+from data_prep import tagging
 from data_prep.example import Example, Sentence
 from data_prep.readers.common import gc_paused, task_dir
 from data_prep.taskspec import TaskOptions

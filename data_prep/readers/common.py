@@ -73,7 +73,8 @@ def json_object(text: str, path: Path, number: int) -> dict:
     try:
         record = json.loads(text)
     except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON ({err.msg} at column {err.colno}); expected one JSON object per line", path, number) from None
+        raise DataError(f"invalid JSON ({err.msg} at column {err.colno}); expected one JSON object per line",
+                        path, number) from None
     if not isinstance(record, dict):
         raise DataError(f"expected a JSON object, found {type(record).__name__}", path, number)
     return record

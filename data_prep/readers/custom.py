@@ -49,7 +49,8 @@ def custom_format(options: TaskOptions) -> str:
             raise DataError(f"unknown custom format {options.format!r}; expected one of {', '.join(FORMATS)}")
         return options.format
     name = custom_files(options)["train"].name.lower().removesuffix(".gz")
-    for fmt, suffixes in (("tsv", (".tsv",)), ("jsonl", (".jsonl", ".json")), ("conll", (".conll", ".conllu", ".conllx"))):
+    for fmt, suffixes in (("tsv", (".tsv",)), ("jsonl", (".jsonl", ".json")),
+                          ("conll", (".conll", ".conllu", ".conllx"))):
         if name.endswith(suffixes):
             return fmt
     raise DataError(f"cannot tell the format of {name!r}; set it with --format ({', '.join(FORMATS)})")
@@ -83,7 +84,8 @@ def _text_level(keys, path: Path, line: int) -> str:
     if "text_a" in keys or "text_b" in keys:
         if "text_a" not in keys or "text_b" not in keys:
             missing = "text_b" if "text_a" in keys else "text_a"
-            raise DataError(f"a pair with a missing side: no '{missing}' field; expected both text_a and text_b", path, line)
+            raise DataError(f"a pair with a missing side: no '{missing}' field; expected both text_a and text_b",
+                            path, line)
         return "pair"
     if "text" not in keys:
         raise DataError("no 'text' field; expected 'text' and 'label', or 'text_a', 'text_b' and 'label'", path, line)
@@ -97,7 +99,8 @@ def _example(record: dict, level: str, path: Path, number: int) -> Example:
     if level == "pair":
         for side in ("text_a", "text_b"):
             if not isinstance(record.get(side), str):
-                raise DataError(f"a pair with a missing side: no string '{side}'; expected text_a and text_b", path, number)
+                raise DataError(f"a pair with a missing side: no string '{side}'; expected text_a and text_b",
+                                path, number)
         sentences = [Sentence(tokens_of(record[side], path, number, side)) for side in ("text_a", "text_b")]
     else:
         if not isinstance(record.get("text"), str):
@@ -206,7 +209,8 @@ def load_custom(root: Path | None, options: TaskOptions) -> dict[str, list[Examp
             continue
         split_level, examples = read_custom_tsv(path) if fmt == "tsv" else read_custom_jsonl(path)
         if level is not None and split_level != level:
-            raise DataError(f"this file is {split_level} level but train is {level} level; expected the same columns", path)
+            raise DataError(f"this file is {split_level} level but train is {level} level; expected the same columns",
+                            path)
         level = split_level
         data[split] = examples
     if fmt != "conll":

@@ -24,7 +24,8 @@ def _snli_tokens(record: dict, side: str, path: Path, number: int) -> list[str]:
     else:
         text = record.get(side)
         if not isinstance(text, str):
-            raise DataError(f"missing '{side}' (and '{side}_binary_parse'); expected both sentences of the pair", path, number)
+            raise DataError(f"missing '{side}' (and '{side}_binary_parse'); expected both sentences of the pair",
+                            path, number)
         tokens = text.split()
     if not tokens:
         raise DataError(f"empty '{side}'; expected a non-empty sentence", path, number)
@@ -94,7 +95,8 @@ def read_sick(path: str | Path) -> dict[str, list[Example]]:
         split = SICK_SETS.get(cells[col["SemEval_set"]])
         if split is None:
             raise DataError(
-                f"unknown SemEval_set {cells[col['SemEval_set']]!r}; expected one of {', '.join(SICK_SETS)}", path, number
+                f"unknown SemEval_set {cells[col['SemEval_set']]!r}; expected one of {', '.join(SICK_SETS)}",
+                path, number
             )
         label = check_label(cells[col["entailment_label"]].lower(), NLI_LABELS, path, number)
         try:

@@ -47,7 +47,8 @@ def check_tree(heads: list[int], path: Path, numbers: list[int]) -> None:
     roots = []
     for i, head in enumerate(heads):
         if head > n:
-            raise DataError(f"HEAD {head} is out of range; expected 0..{n} in a sentence of {n} words", path, numbers[i])
+            raise DataError(f"HEAD {head} is out of range; expected 0..{n} in a sentence of {n} words",
+                            path, numbers[i])
         if head == i + 1:
             raise DataError(f"HEAD {head} points to the word itself; expected a tree", path, numbers[i])
         if head == 0:

@@ -32,8 +32,15 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from cn3.experiment.report.collect import (cell_counts, collect, collect_grouped, gate_rows, grid_wall,
-                                           reused_cells, tuning_rows)
+from cn3.experiment.report.collect import (
+    cell_counts,
+    collect,
+    collect_grouped,
+    gate_rows,
+    grid_wall,
+    reused_cells,
+    tuning_rows,
+)
 from cn3.experiment.report.plot import plot, plot_grouped
 from cn3.experiment.report.render import grouped_record, render_grouped, render_report, report_record
 from cn3.experiment.report.significance import grouped_significance, significance

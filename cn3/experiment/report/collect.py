@@ -1,6 +1,6 @@
 """Reading a grid's cells: finished runs' scores per task (:class:`TaskColumn`), their predictions per
 group of items (:class:`GroupedColumn`), the tuning choices, the hybrid gates, the reused cells and
-the grid's wall time, through :mod:`cn3.run_dir`. For ``--by``, a run's ``config.yaml`` names the
+the grid's wall time, through :mod:`cn3.runs.layout`. For ``--by``, a run's ``config.yaml`` names the
 prepared dataset whose items are grouped (found, never prepared).
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 from cn3.experiment.reuse import reused_from
 from cn3.experiment.spec import Cell
 from cn3.experiment.tuning import choose
-from cn3.run_dir import Predictions, RunDir, finished, load_predictions, read_results, split_scores
+from cn3.runs.layout import RunDir
+from cn3.runs.records import Predictions, finished, load_predictions, read_results, split_scores
 
 #: the split a task is scored on: the first of these that every finished cell of the task has
 PREFERRED_SPLITS = ("test", "test2016", "dev", "val")
@@ -40,7 +41,7 @@ class TaskColumn:
 class GroupedColumn:
     """One task's scores per group of items (``cn3 experiment report --by FIELD``).
 
-    ``groups``: the group labels in table order (:func:`cn3.grouped.grouped_scores`'s order);
+    ``groups``: the group labels in table order (:func:`cn3.probe.grouped.grouped_scores`'s order);
     ``scores``: variant -> group label -> seed -> score within the group; ``items``: group label ->
     the group's sizes over the cells (one value when every cell scored the same items); ``unseen``:
     group label -> whether no training item of any cell has the value (``None``: not known, e.g.
@@ -75,7 +76,7 @@ def cell_counts(cells: list[Cell]) -> dict[str, int]:
 
 
 def _results(cell: Cell) -> dict | None:
-    """A finished cell's results with its scores in the one schema (:func:`cn3.run_dir.split_scores`)."""
+    """A finished cell's results with its scores in the one schema (:func:`cn3.runs.records.split_scores`)."""
     if not finished(cell.run_dir):
         return None
     results = read_results(cell.run_dir)
@@ -129,7 +130,8 @@ def cell_predictions(run: Path | tuple[Path, ...], split: str) -> Predictions:
     if not isinstance(run, tuple):
         return load_predictions(run, split)
     parts = [load_predictions(r, split) for r in run]
-    return dataclasses.replace(parts[0], gold=[g for p in parts for g in p.gold], pred=[x for p in parts for x in p.pred])
+    return dataclasses.replace(parts[0], gold=[g for p in parts for g in p.gold],
+                               pred=[x for p in parts for x in p.pred])
 
 
 def tuning_rows(cells: list[Cell]) -> list[dict]:
@@ -196,8 +198,8 @@ def _run_data(run_dir: Path):
     the rest of the config is not needed, nor read, so a run of another cn3 version still reports)."""
     import yaml
 
-    from cn3.compat import upgrade_sentence_config
     from cn3.config import ConfigError, from_dict
+    from cn3.runs.compat import upgrade_sentence_config
     from cn3.sentence.config import DataConfig, RunConfig
 
     path = RunDir(run_dir).config
@@ -236,16 +238,16 @@ def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[
 
 def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, GroupedColumn]:
     """Every finished cell's predictions on its task's split (the split :func:`collect` chose),
-    joined item by item with the items' ``by`` field (:func:`cn3.grouped.group_keys`) and scored per
-    group with the task's metric (:func:`cn3.grouped.grouped_scores`). Groups are marked unseen in
-    training against each cell's own training items (:func:`cn3.grouped.seen_keys`).
+    joined item by item with the items' ``by`` field (:func:`cn3.probe.grouped.group_keys`) and scored per
+    group with the task's metric (:func:`cn3.probe.grouped.grouped_scores`). Groups are marked unseen in
+    training against each cell's own training items (:func:`cn3.probe.grouped.seen_keys`).
 
     Raises:
         ConfigError: no item has the field (naming the fields they have), or a cell's predictions do
             not match its dataset's items.
     """
     from cn3.config import ConfigError
-    from cn3.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
+    from cn3.probe.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
 
     out: dict[str, GroupedColumn] = {}
     cache: dict = {}

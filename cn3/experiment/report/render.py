@@ -177,7 +177,8 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
     best = _best(records)
     tasks = list(columns)
     header = ["variant"] + [f"{t} ({columns[t].metric or '?'}, {split_label(columns[t].split)}"
-                            + (f", mean of {len(columns[t].folds)} folds" if columns[t].folds else "") + ")" for t in tasks]
+                            + (f", mean of {len(columns[t].folds)} folds" if columns[t].folds else "") + ")"
+                            for t in tasks]
     by = {(r["variant"], r["task"]): r for r in records}
     table = [[v] + [_cell_text(by[(v, t)], best, fmt) for t in tasks] for v in spec.variants]
     notes = paper_notes(spec, budget)
@@ -199,7 +200,8 @@ def render(spec: ExperimentSpec, columns: dict[str, TaskColumn], fmt: str = "md"
                       "every row alike; the paper's numbers are test scores."]
     if any(columns[t].folds for t in tasks):
         lines += ["", ("Cross-validated tasks (mean of n folds): a seed's score is the mean over its folds, counted "
-                       "once all of them finished; the paired test pools every fold's test items (each item once a seed).")]
+                       "once all of them finished; the paired test pools every fold's test items "
+                       "(each item once a seed).")]
     if notes:
         lines += ["", *notes]
     return "\n".join(lines) + "\n"

@@ -9,9 +9,16 @@ from collections.abc import Iterable
 
 from cn3.experiment.report.collect import GroupedColumn, TaskColumn, cell_predictions
 from cn3.experiment.spec import ExperimentSpec
-from cn3.run_dir import Predictions
-from cn3.stats import (bleu_paired_test, detectable_across_seeds, detectable_paired, holm, paired_differences,
-                       paired_test, welch)
+from cn3.runs.records import Predictions
+from cn3.stats import (
+    bleu_paired_test,
+    detectable_across_seeds,
+    detectable_paired,
+    holm,
+    paired_differences,
+    paired_test,
+    welch,
+)
 
 
 def pooled_test(pairs: dict[int, tuple[Predictions, Predictions]], metric: str, resamples: int,

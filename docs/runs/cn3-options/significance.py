@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from cn3.run_dir import load_predictions
+from cn3.runs.records import load_predictions
 from cn3.stats import format_p, holm, paired_test, welch
 
 HERE = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ import json
 import os
 import torch
 from cn3.sentence.inference import examples_dataset, read_task_file, run_vectors
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 from cn3.stats import paired_test
 from cn3.sentence.inference import load_model, predict
 

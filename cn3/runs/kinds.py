@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from cn3.config import ConfigError
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 from cn3.train.kinds import SENTENCE_CHECKPOINT, SENTENCE_RESUMABLE, TRANSLATION_CHECKPOINT, TRANSLATION_RESUMABLE
 from cn3.util.errors import RunError
 

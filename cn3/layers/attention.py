@@ -1,24 +1,13 @@
 """The one attention kernel: masks, masked softmax, weighted sum and gated mixing.
 
-Pure functions without parameters, shared by the CN3 dynamic-graph layer (additive energies,
-``(B, N, N)``) and the NMT encoders (scaled dot-product energies, ``(B, H, N, N)``). Every model
-computes its own energy and hands it here, so masking has one definition everywhere:
+Shared by the CN3 layer (additive energies, ``(B, N, N)``) and the NMT encoders (dot-product
+energies, ``(B, H, N, N)``), so masking has one definition: the key axis is the last, the query axis
+the one before; a masked key gets weight exactly 0, and a query row with no allowed key gets
+all-zero weights and zero gradients, never NaN.
 
-* the key axis is always the last one and the query axis the one before it;
-* a masked key gets weight exactly 0, and a query row whose keys are all masked (a padded query,
-  an empty sentence) gets all-zero weights and zero gradients, never NaN.
-
-The hybrid local/global encoder (Xu et al., ACL 2019) takes both distributions from the SAME
-energy ``E = QK^T / sqrt(d)``; the local one (eq. 3, window ``m``) only over the ``2m + 1`` keys
-that can carry weight, gathered into a band ``(..., N, 2m + 1)`` (column ``m + o`` is key ``i + o``)::
-
-    global_w = masked_softmax(E, key_mask)                               # global attention
-    index = band_index(N, m); keys = band_key_mask(key_mask, N, m)
-    local_w = local_band(E, keys, index)                                 # (..., N, 2m + 1)
-    # = band_gather(masked_softmax(E, key_mask, band=band_mask(N, m)), index): the dense form
-    out = attend(gated_mix(band_scatter(local_w, index), global_w, gate), V)
-
-(:class:`cn3.layers.hybrid_attention.HybridSelfAttention` fuses the last line into one step.)
+The hybrid encoder's local distribution (Xu et al., eq. 3, window ``m``) is computed on a band
+``(..., N, 2m + 1)`` of the energy (column ``m + o`` is key ``i + o``): :func:`band_index`,
+:func:`band_key_mask`, :func:`local_band`, :func:`band_scatter`.
 """
 
 from __future__ import annotations
@@ -29,12 +18,8 @@ from torch import Tensor
 
 
 def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
-    """``(B, N)`` bool mask, True at real tokens, from sentence lengths.
-
-    Args:
-        lengths: ``(B,)`` integer lengths.
-        max_len: ``N``; defaults to ``lengths.max()``.
-    """
+    """``(B, N)`` bool mask, True at real tokens, from ``(B,)`` lengths; ``N = max_len``, default
+    ``lengths.max()``."""
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() else 0
     positions = torch.arange(max_len, device=lengths.device)
@@ -42,11 +27,8 @@ def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
 
 
 def band_mask(n: int, window: int, device: torch.device | str | None = None) -> Tensor:
-    """``(N, N)`` bool mask, True where ``|i - j| <= window``.
-
-    Xu et al. (2019), eq. 3: local attention over the window ``[i - m, i + m]``; ``window=0``
-    keeps only the token itself and ``window >= N - 1`` is global attention.
-    """
+    """``(N, N)`` bool mask, True where ``|i - j| <= window`` (Xu et al., eq. 3); ``ValueError`` if
+    ``window < 0``."""
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
     positions = torch.arange(n, device=device)
@@ -115,12 +97,9 @@ def _batch_view(mask: Tensor, ndim: int, axis: int) -> Tensor:
 
 def _masked_softmax_rows(energy: Tensor, key_mask: Tensor | None, band: Tensor | None,
                          query_mask: Tensor | None) -> Tensor:
-    """The forward of :func:`masked_softmax` on masks already viewed to broadcast.
-
-    Works on one fresh copy in place, and the masks stay in their broadcast shapes: at N = 2,500
-    every extra ``(N, N)`` float temporary is 25 MB. Masked entries are ``-inf`` (not the lowest
-    finite float): ``exp(-inf)`` takes the fast path of the vectorised exp, whereas huge finite
-    negatives and subnormal results run several times slower.
+    """The forward of :func:`masked_softmax` on masks already viewed to broadcast, in place on one
+    copy (each ``(N, N)`` temporary is 25 MB at N = 2,500). Masked entries are ``-inf``, not the
+    lowest finite float: the vectorised exp is far slower on huge negatives and subnormal results.
     """
     weights = energy.clone() if key_mask is None else energy.masked_fill(~key_mask, float("-inf"))
     if band is not None:
@@ -147,11 +126,8 @@ def softmax_backward(grad_weights: Tensor, weights: Tensor) -> Tensor:
 
 
 class _MaskedSoftmax(torch.autograd.Function):
-    """Masked softmax that saves only its output.
-
-    Built from plain ops (``masked_fill``, ``softmax``, ``where``) autograd would keep two or
-    three ``(..., Nq, Nk)`` tensors per call; this keeps the weights alone.
-    """
+    """Masked softmax that saves only its output (plain ops would keep two or three ``(..., Nq, Nk)``
+    tensors for backward)."""
 
     @staticmethod
     def forward(ctx, energy: Tensor, key_mask: Tensor | None, band: Tensor | None,

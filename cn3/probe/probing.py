@@ -213,10 +213,10 @@ class SentenceFeatures(Features):
         self.annotation: str | None = None
 
     def extract(self, examples, on_batch=None):
-        from cn3.sentence.batching import item_lengths, make_batch
-        from cn3.bucketing import bucketed_batches
-        from cn3.sentence.inference import examples_dataset
         from cn3.layers.pooling import POOLS
+        from cn3.sentence.batching import item_lengths, make_batch
+        from cn3.sentence.inference import examples_dataset
+        from cn3.train.bucketing import bucketed_batches
 
         loaded, model = self.loaded, self.loaded.model
         copies = [Example([type(s)(list(s.tokens)) for s in ex.sentences], None, ex.line, ex.source) for ex in examples]
@@ -295,7 +295,7 @@ def open_run(path: Path, device: torch.device, layer: int | None = None, split_f
     """The frozen encoder of the run at ``path`` (a sentence run of ``cn3 train`` or a translation run of
     ``cn3 nmt train``) as :class:`Features`. ``embeddings``/``use_vectors``: as ``cn3 evaluate``'s
     ``--embeddings``/``--no-vectors`` (:func:`cn3.sentence.inference.run_vectors`)."""
-    from cn3.run_kinds import kind_of_run
+    from cn3.runs.kinds import kind_of_run
 
     path = Path(path)
     kind = kind_of_run(path)

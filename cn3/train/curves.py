@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cn3.config import ConfigError
-from cn3.run_dir import RunDir
+from cn3.runs.layout import RunDir
 from cn3.util.atomic import atomic_write
 
 #: the panels of a run's own figure

@@ -35,27 +35,22 @@ class LoopConfig:
             the dev scores (at each evaluation) as TensorBoard scalars into ``RUN/tensorboard/``;
             needs the ``tensorboard`` package (``pip install 'cn3[tensorboard]'``).
         precision: ``fp32``; ``bf16``: the training forward pass under ``torch.autocast`` in
-            bfloat16 (CPUs with AMX and GPUs from Ampere on run its matrix products fast; weights,
-            optimizer and gradients stay fp32, and bf16's fp32-sized exponent needs no loss
-            scaling); ``fp16``: float16 autocast with a ``torch.amp.GradScaler`` (for GPUs without
-            fast bf16, e.g. V100 and T4; it runs on CPU too, but slower than bf16 there). Dev and
-            test scoring stay fp32.
-        loader_workers: processes that collate the next batches while the model trains on this
-            one (``torch.utils.data.DataLoader`` workers; on CUDA the batches also arrive in pinned
-            memory, so their copies to the GPU overlap its work). ``None`` = 2 on CUDA, 0 on CPU,
-            where the collation is cheap next to the model and workers would take cores from
-            torch's threads. Changes nothing that is computed.
+            bfloat16 (weights, optimizer and gradients stay fp32; no loss scaling needed);
+            ``fp16``: float16 autocast with a ``torch.amp.GradScaler`` (GPUs without fast bf16).
+            Dev and test scoring stay fp32.
+        loader_workers: ``DataLoader`` workers that collate the next batches while the model trains
+            (pinned memory on CUDA). ``None`` = 2 on CUDA, 0 on CPU, where workers would take cores
+            from torch's threads. Changes nothing that is computed.
         deterministic: run the loop with ``torch.use_deterministic_algorithms(True)`` (and
             ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set), so that on CUDA two runs, or a run
-            and its resume, agree bit for bit: CUDA's scatter-adds (the CN3 energy's gradient, the
-            Tree-LSTM, hybrid attention, PDGraph) otherwise sum in a varying order. Slower on CUDA;
-            CPU kernels are deterministic already.
+            and its resume, agree bit for bit (CUDA's scatter-adds otherwise sum in a varying
+            order). Slower on CUDA; CPU kernels are deterministic already.
         device_batches: sentence tasks: pad the training split once into tensors on the device and
-            gather each batch there (:class:`cn3.sentence.batching.DeviceBatches`: the same batches, no
-            collation on the host, no copy per update, no loader workers). ``None`` = on CUDA when
-            the split takes at most ``DEVICE_BATCHES_MIB`` there, else off; ``true`` asks for it on
-            any device (on CPU it collates 5-7x faster, for the padded split's memory). Changes
-            nothing that is computed; translation batches are always built on the host.
+            gather each batch there (:class:`cn3.sentence.batching.DeviceBatches`: the same batches,
+            no host collation, no loader workers). ``None`` = on CUDA when the split takes at most
+            ``DEVICE_BATCHES_MIB`` there; ``true`` asks for it on any device (on CPU it trades the
+            padded split's memory for faster collation). Changes nothing that is computed;
+            translation batches are always built on the host.
     """
 
     seed: int = 1
