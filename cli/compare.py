@@ -17,7 +17,7 @@ def compare_command(
     run_a: Path = typer.Argument(..., help="Run A: a directory from `cn3 train` or `cn3 nmt train` "
                                  "(cn3 0.3 or later)."),
     run_b: Path = typer.Argument(..., help="Run B, scored on the same items."),
-    split: str = typer.Option("test", "--split", help="The split both runs scored (RUN/predictions/<split>.jsonl), "
+    split: str = typer.Option("test", "--split", help="The split both runs scored (RUN/predictions/<split>.json.xz), "
                               "e.g. test, dev, or test2016 for translation."),
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="Randomization trials, and bootstrap "
                                   "resamples for the 95% interval of the difference."),
