@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cli.errors import user_errors
-from cli.train import Device, Split, _prepared_dir
+from cli.train import Device, Split, bad_parameters
 from cn3.util.console import console
 
 analyze_app = typer.Typer(
@@ -53,58 +53,31 @@ def graphs_command(
 
         cn3 analyze graphs runs/trec-transformer-seed1 --split test --layer 2 --out analysis/trec-transformer
     """
+    from cn3.analysis.run_graphs import analyze_run_graphs, write_graphs
+
+    with user_errors(), bad_parameters():
+        analysis = analyze_run_graphs(run, split.value, layer, heads, limit, device.value)
+    print_graphs(analysis)
+    if out is not None:
+        json_path, png_path = write_graphs(analysis, out)
+        console.print(f"wrote {json_path} and {png_path}", markup=False)
+
+
+def print_graphs(analysis) -> None:
+    """The analysis as ``cn3 analyze graphs`` prints it: a title line, the trees and notes, the
+    statistics table and each layer's relation table."""
     from rich.markup import escape
 
-    from cn3.analysis import analysis_notes, analyze_graphs, attention_kind, local_windows, render_graphs_figure
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import load_model
-    from cn3.util.atomic import atomic_write, atomic_write_json
-    from data_prep.dataset import load_prepared
-
-    with user_errors():
-        dev = resolve_device(device.value)
-        loaded = load_model(RunDir(run), dev)
-        encoder, manifest = loaded.config.model.encoder, loaded.manifest
-        kind = attention_kind(encoder)  # before reading any data: a run without weights fails at once
-        prepared = _prepared_dir(loaded)
-        ds = load_prepared(prepared)
-        if split.value not in ds.splits:
-            raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
-        dataset = ds.splits[split.value]
-        if limit:
-            dataset = dataset.spread(limit)
-        stats, n_layers = analyze_graphs(loaded.model, dataset, encoder, dev, layer, per_head=heads)
-        has_trees = "a.head" in dataset.t
-        summary = stats.summary(ds.vocabs["rel"].itos if has_trees else None)
-    notes = analysis_notes(encoder, kind, loaded.config.model.heads, local_windows(loaded.model), ds.level == "pair")
-    if kind == "annotation":
-        trees = f"not measured: {encoder}'s rows are annotation hops, not words with heads"
-    elif has_trees:
-        trees = f"{manifest['annotator']['name']} (the prepared dataset's)"
-    else:
-        trees = (f"none: the run's prepared dataset was annotated with {manifest['annotator']['name']!r}, which "
-                 "gives no dependency trees, so there are no tree statistics (train on data prepared with "
-                 "--annotator spacy, or gold where the task has trees)")
-    title = f"{manifest['task']} · {encoder} · {split.value}"
-    console.print(f"[bold]{escape(title)}[/] ({len(dataset):,} items, {n_layers} attention "
-                  f"layer{'s' * (n_layers != 1)}; {escape(str(prepared))})", soft_wrap=True)
-    console.print(f"dependency trees: {trees}", soft_wrap=True, markup=False)
-    for note in notes:
+    n_layers = analysis.attention_layers
+    console.print(f"[bold]{escape(analysis.title)}[/] ({analysis.items:,} items, {n_layers} attention "
+                  f"layer{'s' * (n_layers != 1)}; {escape(str(analysis.prepared))})", soft_wrap=True)
+    console.print(f"dependency trees: {analysis.trees}", soft_wrap=True, markup=False)
+    for note in analysis.notes:
         console.print(f"note: {note}", soft_wrap=True, markup=False)
-    console.print(statistics_table(summary))
-    for entry in summary:
+    console.print(statistics_table(analysis.layers))
+    for entry in analysis.layers:
         if "relations" in entry:
             console.print(relation_table(entry))
-    if out is not None:
-        record = {"run": str(run), "task": manifest["task"], "encoder": encoder, "split": split.value,
-                  "items": len(dataset), "prepared": str(prepared), "kind": kind, "attention_layers": n_layers,
-                  "trees": trees, "notes": notes, "layers": summary}
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "graphs.json", record)
-        fig = render_graphs_figure(summary, title)
-        atomic_write(out / "graphs.png", lambda handle: fig.savefig(handle, format="png", dpi=120))
-        console.print(f"wrote {out / 'graphs.json'} and {out / 'graphs.png'}", markup=False)
 
 
 def statistics_table(summary: list[dict]):
@@ -183,20 +156,17 @@ def energy_command(
         cn3 analyze energy runs/sick-cn3-seed1 --limit 500 --out analysis/sick-cn3-seed1
     """
     from cn3.analysis.energy import ENERGY_STATISTICS, analyze_energy, graph_layers, reinitialised
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import load_model
+    from cn3.runs.layout import RunDir
+    from cn3.sentence.evaluation import prepared_dataset
+    from cn3.sentence.inference import load_model
+    from cn3.train.runtime import resolve_device
     from cn3.util.atomic import atomic_write_json
-    from data_prep.dataset import load_prepared
 
-    with user_errors():
+    with user_errors(), bad_parameters():
         dev = resolve_device(device.value)
         loaded = load_model(RunDir(run), dev)
         graph_layers(loaded.model)  # before reading any data: a run without CN3 layers fails at once
-        prepared = _prepared_dir(loaded)
-        ds = load_prepared(prepared)
-        if split.value not in ds.splits:
-            raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
+        _, ds = prepared_dataset(loaded, split.value)
         dataset = ds.splits[split.value].spread(limit) if limit else ds.splits[split.value]
         with console.status("measuring the trained energies"):
             trained = analyze_energy(loaded.model, dataset, dev).summary()

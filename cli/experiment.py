@@ -23,7 +23,8 @@ experiment_app = typer.Typer(
 SPEC_HELP = ("An experiment spec: a YAML file, or the name of a shipped one "
              f"({', '.join(sorted(p.stem for p in SPEC_DIR.glob('*.yaml')))}), by name or as "
              "configs/experiments/<name>.yaml (they live in cn3/configs/experiments/).")
-OUT_HELP = "Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S> (seed<S>-fold<F> in a cross-validated task)."
+OUT_HELP = ("Where grids live: OUT/<spec>[-<budget>]/<task>/<variant>/seed<S> (seed<S>-fold<F> in a cross-validated "
+            "task).")
 ONLY_HELP = ("Restrict to some cells, e.g. --only task=trec,sick --only variant=lstm,cn3 --only seed=1 "
              "(or in one: task=trec,sick,variant=lstm); --only fold=1,2 keeps the cells of those folds of the "
              "cross-validated tasks (the spec's `folds`). In a tuned grid the tuning cells of the selected "
@@ -43,7 +44,8 @@ class Format(str, Enum):
 
 
 def parse_only(values: list[str] | None) -> dict[str, set[str]]:
-    """``["task=trec,sick,variant=lstm", "seed=1"]`` -> ``{"task": {"trec", "sick"}, "variant": {"lstm"}, "seed": {"1"}}``."""
+    """``["task=trec,sick,variant=lstm", "seed=1"]`` ->
+    ``{"task": {"trec", "sick"}, "variant": {"lstm"}, "seed": {"1"}}``."""
     only: dict[str, set[str]] = {}
     for text in values or []:
         key = None
@@ -59,15 +61,22 @@ def parse_only(values: list[str] | None) -> dict[str, set[str]]:
     return only
 
 
-def _cells(spec_name: str, budget: str | None, out: Path, only: list[str] | None):
+def _experiment(spec_name: str, budget: str | None, out: Path, only: list[str] | None):
+    """The grid of ``spec_name`` and its cells selected by ``--only``, of which there must be some."""
     from cn3.config import ConfigError
-    from cn3.experiment.spec import load_spec
+    from cn3.experiment.run import Experiment
 
-    spec = load_spec(spec_name)
-    cells = spec.cells(out, budget, parse_only(only))
+    experiment = Experiment.load(spec_name, out, budget)
+    experiment.only = parse_only(only)
+    cells = experiment.cells()
     if not cells:
-        raise ConfigError(f"--only {' '.join(only or [])}: no cell of {spec.name} matches")
-    return spec, cells
+        raise ConfigError(f"--only {' '.join(only or [])}: no cell of {experiment.spec.name} matches")
+    return experiment, cells
+
+
+def _cells(spec_name: str, budget: str | None, out: Path, only: list[str] | None):
+    experiment, cells = _experiment(spec_name, budget, out, only)
+    return experiment.spec, cells
 
 
 def parse_slurm_options(values: list[str] | None) -> dict[str, str]:
@@ -123,42 +132,46 @@ def with_baseline(spec, baseline: str, cells):
     return dataclasses.replace(spec, baseline=baseline)
 
 
+RUN_BUDGET_HELP = ("A budget of the spec (e.g. smoke, cpu, paper): overrides that shrink or grow the grid and its "
+                   "trainings.")
+JOBS_HELP = ("Cells trained at once: processes on this machine (default 1); with ray or slurm, at most this many "
+             "cells handed to the cluster at once (default: all, the cluster queues them).")
+THREADS_HELP = ("torch threads per cell (default: the CPU cores divided by --jobs; with ray or slurm, "
+                "--cpus-per-cell).")
+REUSE_HELP = ("Adopt, instead of training, a cell whose resolved config (seed and threads included) equals a "
+              "finished run's anywhere under --out (its files are linked in, RUN/reused.json names the run). "
+              "Assumes one data root and one machine per --out; --no-reuse trains every cell itself.")
+LAUNCHER_HELP = ("What trains the cells: processes on this machine; Ray tasks on a Ray cluster (pip install "
+                 "'cn3\\[ray]'); or Slurm jobs through submitit (pip install 'cn3\\[slurm]'). Ray and Slurm need "
+                 "--out, the data and cn3 on a file system every worker sees (README: Grids on a cluster).")
+ADDRESS_HELP = ("ray: the cluster to send cells to, e.g. head:6379 or ray://head:10001 (default: $RAY_ADDRESS, "
+                "else a Ray started on this machine for the run).")
+CPUS_HELP = "ray, slurm: CPUs reserved for each cell (default: --threads, else 1)."
+GPUS_HELP = ("ray, slurm: GPUs for each cell (default 0: CPU only). On Ray a fraction shares a GPU, e.g. 0.25 = "
+             "four cells on one; each cell sees only its GPUs (CUDA_VISIBLE_DEVICES).")
+TIME_HELP = ("slurm: each cell's time limit in minutes (default 720). A cell cut off saves latest.pt and "
+             "continues when the grid is run again.")
+SLURM_OPTION_HELP = ("slurm: another sbatch option as key=value, e.g. --slurm-option account=myproject "
+                     "--slurm-option mem=16G (repeatable).")
+
+
 @experiment_app.command("run")
 def run_command(
     spec: str = typer.Argument(..., help=SPEC_HELP),
-    budget: str = typer.Option(None, "--budget", "-b", help="A budget of the spec (e.g. smoke, cpu, paper): "
-                               "overrides that shrink or grow the grid and its trainings."),
-    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Cells trained at once: processes on this machine "
-                             "(default 1); with ray or slurm, at most this many cells handed to the cluster at once "
-                             "(default: all, the cluster queues them)."),
-    threads: int = typer.Option(None, "--threads", min=1, help="torch threads per cell (default: the CPU "
-                                "cores divided by --jobs; with ray or slurm, --cpus-per-cell)."),
+    budget: str = typer.Option(None, "--budget", "-b", help=RUN_BUDGET_HELP),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help=JOBS_HELP),
+    threads: int = typer.Option(None, "--threads", min=1, help=THREADS_HELP),
     only: list[str] = typer.Option(None, "--only", help=ONLY_HELP),
     out: Path = typer.Option(Path("runs/experiments"), "--out", "-o", help=OUT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells, their state and command; train nothing."),
-    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Adopt, instead of training, a cell whose resolved "
-                               "config (seed and threads included) equals a finished run's anywhere under --out "
-                               "(its files are linked in, RUN/reused.json names the run). Assumes one data root "
-                               "and one machine per --out; --no-reuse trains every cell itself."),
-    launcher: LauncherName = typer.Option(LauncherName.local, "--launcher", "-l", help="What trains the cells: "
-                                          "processes on this machine; Ray tasks on a Ray cluster (pip install "
-                                          "'cn3\\[ray]'); or Slurm jobs through submitit (pip install 'cn3\\[slurm]'). "
-                                          "Ray and Slurm need --out, the data and cn3 on a file system every worker "
-                                          "sees (README: Grids on a cluster)."),
-    address: str = typer.Option(None, "--address", help="ray: the cluster to send cells to, e.g. head:6379 or "
-                                "ray://head:10001 (default: $RAY_ADDRESS, else a Ray started on this machine for "
-                                "the run)."),
-    cpus: float = typer.Option(None, "--cpus-per-cell", min=0.01, help="ray, slurm: CPUs reserved for each cell "
-                               "(default: --threads, else 1)."),
-    gpus: float = typer.Option(None, "--gpus-per-cell", min=0, help="ray, slurm: GPUs for each cell (default 0: "
-                               "CPU only). On Ray a fraction shares a GPU, e.g. 0.25 = four cells on one; "
-                               "each cell sees only its GPUs (CUDA_VISIBLE_DEVICES)."),
+    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help=REUSE_HELP),
+    launcher: LauncherName = typer.Option(LauncherName.local, "--launcher", "-l", help=LAUNCHER_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
+    cpus: float = typer.Option(None, "--cpus-per-cell", min=0.01, help=CPUS_HELP),
+    gpus: float = typer.Option(None, "--gpus-per-cell", min=0, help=GPUS_HELP),
     partition: str = typer.Option(None, "--partition", help="slurm: the partition (default: the cluster's)."),
-    time_min: int = typer.Option(None, "--time", min=1, help="slurm: each cell's time limit in minutes (default "
-                                 "720). A cell cut off saves latest.pt and continues when the grid is run again."),
-    slurm_options: list[str] = typer.Option(None, "--slurm-option", help="slurm: another sbatch option as "
-                                            "key=value, e.g. --slurm-option account=myproject --slurm-option "
-                                            "mem=16G (repeatable)."),
+    time_min: int = typer.Option(None, "--time", min=1, help=TIME_HELP),
+    slurm_options: list[str] = typer.Option(None, "--slurm-option", help=SLURM_OPTION_HELP),
 ) -> None:
     """Train every cell of a spec that is not finished.
 
@@ -189,76 +202,63 @@ def run_command(
 
         cn3 experiment run liu-table3 --launcher slurm --partition gpu --gpus-per-cell 1 --time 120
     """
-    from rich.markup import escape
-    from rich.table import Table
-
-    from cn3.experiment.reuse import FinishedRuns
-    from cn3.experiment.runner import cell_state, check_cells, run_spec
+    from cn3.experiment.run import parallelism
     from cn3.experiment.spec import check_variant_options
 
     with user_errors():
-        spec_obj, cells = _cells(spec, budget, out, only)
-        check_variant_options(spec_obj)
-        chosen = make_launcher(launcher, spec_obj.directory(out, budget), address, cpus, gpus, partition, time_min,
+        experiment, cells = _experiment(spec, budget, out, only)
+        check_variant_options(experiment.spec)
+        chosen = make_launcher(launcher, experiment.directory, address, cpus, gpus, partition, time_min,
                                slurm_options, threads)
-        if launcher is LauncherName.local:
-            jobs = jobs or 1
-        threads = threads or chosen.default_threads(jobs)
+        jobs, threads = parallelism(chosen, jobs, threads)
         if dry_run:
-            resolved, finished = check_cells(cells, threads), FinishedRuns()
-            table = Table(title=f"{spec_obj.name}{f' ({budget})' if budget else ''}: {len(cells)} cells, "
-                                f"{chosen.describe(jobs, threads)}", title_justify="left")
-            for col in ("cell", "state", "command"):
-                table.add_column(col)
-            for cell in cells:
-                state = cell_state(cell)
-                twin = finished.twin(cell, resolved[cell.name]) if reuse and state == "queued" else None
-                if twin is not None:
-                    state, command = "reusable", f"(adopts {twin}: same config and seed)"
-                elif cell.waiting:
-                    command = "(its config is known once its task and variant are tuned)"
-                else:
-                    command = "cn3 " + " ".join(cell.command(threads, state == "interrupted"))
-                table.add_row(cell.name, state, escape(command))
-            console.print(table)
+            _print_plan(experiment, cells, chosen.describe(jobs, threads), threads, reuse)
             return
-        try:
-            chosen.open()  # a cluster that cannot be reached fails here, before any cell is listed as started
-            states = run_spec(spec_obj, lambda: _cells(spec, budget, out, only)[1], jobs, threads, reuse, chosen)
-        except KeyboardInterrupt:
-            console.print("[yellow]stopped[/]: running cells saved their latest.pt; run the same command to go on")
-            raise typer.Exit(130) from None
-        finally:
-            chosen.close()
-    failed = [s for s in states if s.state == "failed"]
-    done = sum(s.state in ("done", "skipped", "reused") for s in states)
-    reused = sum(s.state == "reused" for s in states)
-    elsewhere = sum(s.state == "elsewhere" for s in states)
-    waiting = sum(s.state == "waiting" for s in states)
-    console.print(f"{done}/{len(states)} cells finished"
-                  + (f" ({reused} reused from finished runs with the same config)" if reused else "")
-                  + (f", {elsewhere} being trained by another process" if elsewhere else "")
-                  + (f", {waiting} waiting for tuning that is not finished" if waiting else "")
-                  + (f", {len(failed)} failed:" if failed else ""))
-    for s in failed:
+        outcome = _train(experiment, chosen, jobs, threads, reuse)
+    _report_outcome(outcome)
+
+
+def _print_plan(experiment, cells: list, launching: str, threads: int, reuse: bool) -> None:
+    """The dry run's table: each cell, its state and the command that would train it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from cn3.experiment.run import plan_cells
+
+    budget = experiment.budget
+    table = Table(title=f"{experiment.spec.name}{f' ({budget})' if budget else ''}: {len(cells)} cells, {launching}",
+                  title_justify="left")
+    for col in ("cell", "state", "command"):
+        table.add_column(col)
+    for planned in plan_cells(cells, threads, reuse):
+        table.add_row(planned.cell.name, planned.state, escape(planned.command))
+    console.print(table)
+
+
+def _train(experiment, launcher, jobs: int | None, threads: int, reuse: bool):
+    """Train the grid; Ctrl-C ends the command with exit code 130, every running cell saved."""
+    try:
+        return experiment.run(launcher, jobs, threads, reuse)
+    except KeyboardInterrupt:
+        console.print("[yellow]stopped[/]: running cells saved their latest.pt; run the same command to go on")
+        raise typer.Exit(130) from None
+
+
+def _report_outcome(outcome) -> None:
+    """How the cells ended, and for each failed one where to look and its last log lines; exit code 1
+    when one failed."""
+    from rich.markup import escape
+
+    from cn3.experiment.run import failure_lines
+
+    console.print(outcome.summary())
+    for s in outcome.failed:
         console.print(f"  [red]{escape(s.cell.name)}[/]: see {s.cell.run_dir / 'experiment.log'}"
                       + (f" (worker {escape(s.worker)})" if s.worker else ""))
-        for line in _failure(s.cell.run_dir):
+        for line in failure_lines(s.cell.run_dir):
             console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
-    if failed:
+    if outcome.failed:
         raise typer.Exit(1)
-
-
-def _failure(run_dir: Path) -> list[str]:
-    """A failed cell's last log lines, and the cluster's word when the worker ended without an exit code."""
-    import json
-
-    try:
-        failed = json.loads((run_dir / "cell.failed").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [line for line in failed.get("log_tail", [])[-3:] if line.strip()] + (
-        [failed["error"]] if failed.get("error") else [])
 
 
 @experiment_app.command("compact")
@@ -287,7 +287,8 @@ def compact_command(
     """
     from cn3.config import ConfigError
     from cn3.experiment.reuse import _STAGING
-    from cn3.run_dir import GOLD_DIR, RESULTS_FILE, Compaction, compact_run
+    from cn3.runs.compaction import Compaction, compact_run
+    from cn3.runs.records import GOLD_DIR, RESULTS_FILE
 
     with user_errors():
         for grid in grids:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import typer
 
 from cli.errors import user_errors
 from cli.prepare import AnnotatorName
-from cn3.run_kinds import SENTENCE
+from cn3.runs.kinds import SENTENCE
 from cn3.util.console import console
 
 
@@ -49,9 +51,11 @@ def train_command(
     config: Path = typer.Option(None, "--config", "-c", exists=True, dir_okay=False, help="YAML run config."),
     overrides: list[str] = typer.Option(None, "--set", "-s", help="Override a config value, e.g. "
                                         "--set model.graph_layers=2 --set train.optimizer=adam (repeatable)."),
-    prepared: Path = typer.Option(None, "--prepared", help="A directory from `cn3 prepare` (else prepared on the fly)."),
+    prepared: Path = typer.Option(None, "--prepared",
+                                  help="A directory from `cn3 prepare` (else prepared on the fly)."),
     data: Path = typer.Option(None, "--data", help="Data root (default: $CN3_DATA or ../shared/data)."),
-    run_dir: Path = typer.Option(None, "--run-dir", "-r", help="Run directory (default: runs/<task>-<encoder>-seed<S>)."),
+    run_dir: Path = typer.Option(None, "--run-dir", "-r",
+                                 help="Run directory (default: runs/<task>-<encoder>-seed<S>)."),
     seed: int = typer.Option(None, "--seed", help="Random seed (train.seed)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from latest.pt, with the "
                                 "run's own config (only --set and flags given now change it)."),
@@ -73,7 +77,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
-    from cn3.sentence.trainer import train
+    from cn3.train.trainer import train
 
     with user_errors():
         if task is None and config is None:
@@ -128,112 +132,70 @@ def evaluate_command(
 
         cn3 evaluate runs/logic-cn3-seed1 --split test --by n_ops --plot n_ops.png  # length generalisation
     """
-    from rich.table import Table
+    from cn3.sentence.evaluation import evaluate_run
 
-    from cn3.grouped import example_record, group_keys
-    from cn3.sentence.inference import examples_dataset, read_task_file, run_vectors
-    from cn3.metrics import score
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import gold_and_predictions, load_model
-    from data_prep.coverage import coverage, describe
-    from data_prep.dataset import load_prepared
-
-    with user_errors():
+    with user_errors(), bad_parameters():
         if plot is not None and by is None:
             raise typer.BadParameter("--plot draws the groups of --by; give --by FIELD too")
-        dev = resolve_device(device.value)
-        loaded = load_model(RunDir(run), dev)
-        manifest = loaded.manifest
-        if file is not None:
-            vectors, vectors_source = run_vectors(manifest, embeddings, use=not no_vectors)
-            examples = read_task_file(manifest, file)
-            text = examples_dataset(examples, loaded.vocabs, manifest, with_labels=True,
-                                    vectors=vectors, annotator=annotator.value if annotator else None)
-            dataset, annotation, truncated = text.dataset, text.annotation, text.truncated
-            what = str(file)
-            # the encoded dataset keeps no meta: the examples (same order) carry it
-            records = [example_record(ex) for ex in examples] if by else None
-        else:
-            if annotator is not None or embeddings is not None or no_vectors:
-                raise typer.BadParameter("--annotator, --embeddings and --no-vectors apply to --file; a staged "
-                                         "split was annotated and given its vectors when it was prepared")
-            prepared = _prepared_dir(loaded)
-            ds = load_prepared(prepared)
-            if split.value not in ds.splits:
-                raise typer.BadParameter(f"{prepared} has no {split.value} split (it has: {', '.join(ds.splits)})")
-            dataset, what = ds.splits[split.value], f"{split.value} ({prepared})"
-            records = [dataset.record(i) for i in range(len(dataset))] if by else None
-            annotation = f"{manifest['annotator']['name']} (the prepared dataset's)"
-            truncated = 0  # counted by `cn3 prepare`
-            vectors_source = (f"{manifest['embeddings']['path']} (looked up when the dataset was prepared)"
-                              if manifest.get("embeddings") else "none recorded by the run")
-        keys = group_keys(records, by) if by else None  # an unknown field fails before the model runs
-        labels = loaded.vocabs["labels"].itos
-        level, tag_scheme = manifest["level"], manifest.get("tag_scheme")
-        gold, pred = gold_and_predictions(loaded.model, dataset, labels, level, dev)
-        result = score(level, tag_scheme, gold, pred)
-        known = coverage(dataset, loaded.vocabs)
-        groups = _groups(loaded, by, keys, gold, pred, None if file else ds.splits.get("train")) if by else None
-    console.print(f"{manifest['task']} {what}: {result['metric']} [bold]{result['score']:.2f}[/] "
-                  f"({len(dataset):,} items)")
-    for line in describe(known):
+        evaluation = evaluate_run(run, split.value, file, annotator=annotator.value if annotator else None,
+                                  embeddings=embeddings, use_vectors=not no_vectors, by=by, device=device.value)
+        for note in evaluation.notes:
+            console.print(note, soft_wrap=True)
+    _print_evaluation(evaluation, report)
+    if by:
+        _print_groups(evaluation.groups, by, evaluation.metric)
+        if plot is not None:
+            from cn3.probe.grouped import plot_groups
+
+            with user_errors():
+                title = f"{evaluation.task} {evaluation.data}"
+                console.print(f"wrote {plot_groups(evaluation.groups, plot, by, evaluation.metric, title)}")
+    print(json.dumps(evaluation.summary()))
+
+
+@contextmanager
+def bad_parameters() -> Iterator[None]:
+    """A request that is wrong in itself (:class:`cn3.util.errors.ArgumentError`) is a bad
+    parameter: usage and exit code 2, as typer reports one."""
+    from cn3.util.errors import ArgumentError
+
+    try:
+        yield
+    except ArgumentError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def _print_evaluation(evaluation, report: bool) -> None:
+    """The score, what of the data the run knows, the vectors and annotation read, and with
+    ``report`` the per-label table."""
+    from rich.table import Table
+
+    from data_prep.coverage import describe
+
+    console.print(f"{evaluation.task} {evaluation.data}: {evaluation.metric} [bold]{evaluation.score:.2f}[/] "
+                  f"({evaluation.items:,} items)")
+    for line in describe(evaluation.coverage):
         console.print(line, soft_wrap=True)
-    console.print(f"word vectors: {vectors_source}", soft_wrap=True)
-    console.print(f"annotation: {annotation}", soft_wrap=True)
-    if truncated:
-        console.print(f"{truncated:,} sentences were cut to the run's {manifest['settings']['max_len']} tokens, as at "
+    console.print(f"word vectors: {evaluation.vectors_source}", soft_wrap=True)
+    console.print(f"annotation: {evaluation.annotation}", soft_wrap=True)
+    if evaluation.truncated:
+        console.print(f"{evaluation.truncated:,} sentences were cut to the run's {evaluation.max_len} tokens, as at "
                       "training")
     if report:
         table = Table()
         for col in ("label", "precision", "recall", "f1", "support"):
             table.add_column(col, justify="right")
-        for label, r in result["per_label"].items():
+        for label, r in evaluation.result["per_label"].items():
             table.add_row(label, f"{r['precision']:.1f}", f"{r['recall']:.1f}", f"{r['f1']:.1f}",
                           str(r["support"]))
         console.print(table)
-    summary = {"task": manifest["task"], "data": what, "metric": result["metric"],
-               "score": round(result["score"], 2), "coverage": known, "annotation": annotation}
-    if by:
-        _print_groups(groups, by, result["metric"])
-        summary["by"] = {"field": by, "groups": [g.as_dict() for g in groups]}
-        if plot is not None:
-            from cn3.grouped import plot_groups
-
-            with user_errors():
-                title = f"{manifest['task']} {what}"
-                console.print(f"wrote {plot_groups(groups, plot, by, result['metric'], title)}")
-    print(json.dumps(summary))
-
-
-def _groups(loaded, field: str, keys: list, gold: list, pred: list, train=None) -> list:
-    """The scored groups of ``field``, marked against the run's training items as it trained on them
-    (its ``data.limit`` applied); ``train``: the prepared train split when already loaded. Source
-    files are not marked: training and scored files differ by design."""
-    from cn3.config import ConfigError
-    from cn3.grouped import grouped_scores, seen_keys
-    from data_prep.dataset import load_prepared
-    from cn3.util.errors import DataError
-
-    seen = None
-    if field != "source":
-        try:
-            train = train if train is not None else load_prepared(_prepared_dir(loaded)).splits["train"]
-        except (ConfigError, DataError) as err:  # --file without the run's dataset: score, mark nothing
-            console.print(f"groups unseen in training are not marked: {err}", soft_wrap=True)
-        else:
-            limit = loaded.config.data.limit
-            train = train.spread(limit) if limit else train
-            seen = seen_keys([train.record(i) for i in range(len(train))], field)
-    level, tag_scheme = loaded.manifest["level"], loaded.manifest.get("tag_scheme")
-    return grouped_scores(keys, gold, pred, level, tag_scheme, field, seen)
 
 
 def _print_groups(groups: list, field: str, metric: str) -> None:
     """The groups as a table; a last column marks those unseen in training, when there are any."""
     from rich.table import Table
 
-    from cn3.grouped import UNSEEN
+    from cn3.probe.grouped import UNSEEN
 
     table = Table(title=f"by {field}")
     numeric = all(isinstance(g.value, (int, float)) for g in groups)
@@ -246,21 +208,6 @@ def _print_groups(groups: list, field: str, metric: str) -> None:
     for g in groups:
         table.add_row(g.label, f"{g.items:,}", f"{g.score:.2f}", *([UNSEEN if g.unseen else ""] if marked else []))
     console.print(table)
-
-
-def _prepared_dir(loaded) -> Path:
-    """The prepared dataset a run was trained on (from its config; checked against the fingerprint)."""
-    from cn3.sentence.trainer import prepared_path
-    from data_prep.prepare import read_manifest
-
-    path = prepared_path(loaded.config)
-    manifest = read_manifest(path)
-    if manifest is None or manifest.get("fingerprint") != loaded.manifest.get("fingerprint"):
-        from cn3.config import ConfigError
-
-        raise ConfigError(f"{path} is not the dataset this run was trained on (vocabularies may differ); "
-                          "score a file with --file instead")
-    return path
 
 
 def predict_command(
@@ -287,12 +234,17 @@ def predict_command(
     Words outside the run's vocabulary get their pretrained vector; stderr says how many there
     were and which annotation the model read.
     """
-    from cn3.sentence.inference import (examples_dataset, prediction_record, predict_with_probabilities, run_vectors,
-                               text_examples)
+    from cn3.runs.layout import RunDir
+    from cn3.sentence.inference import (
+        examples_dataset,
+        load_model,
+        predict_with_probabilities,
+        prediction_record,
+        run_vectors,
+        text_examples,
+    )
+    from cn3.train.runtime import resolve_device
     from data_prep.coverage import coverage, describe
-    from cn3.run_dir import RunDir
-    from cn3.runtime import resolve_device
-    from cn3.sentence.trainer import load_model
     from data_prep.textio import read_lines
 
     with user_errors():
@@ -313,7 +265,8 @@ def predict_command(
     console.print(describe(coverage(text.dataset, loaded.vocabs))[0], soft_wrap=True)
     console.print(f"annotation: {text.annotation}", soft_wrap=True)
     if text.truncated:
-        console.print(f"{text.truncated:,} texts were cut to the run's {loaded.manifest['settings']['max_len']} tokens, "
+        max_len = loaded.manifest["settings"]["max_len"]
+        console.print(f"{text.truncated:,} texts were cut to the run's {max_len} tokens, "
                       "as at training (their printed tokens too)")
     labels = loaded.vocabs["labels"].itos
     for ex, pred, prob in zip(examples, preds, probs):

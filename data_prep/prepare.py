@@ -29,18 +29,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data_prep.annotators import default_annotator_name, make_annotator
 from cn3.util.atomic import atomic_write_json
 from cn3.util.console import console, progress
-from data_prep.embeddings import embedding_matrix, load_vectors, sha256_file, vectors_format
 from cn3.util.errors import DataError
-from data_prep.example import Example
 from cn3.util.locking import exclusive
+from cn3.util.version import __version__ as cn3_version
+from data_prep.annotators import default_annotator_name, make_annotator
+from data_prep.embeddings import embedding_matrix, load_vectors, sha256_file, vectors_format
+from data_prep.example import Example
 from data_prep.paths import data_root, default_prepared_dir
 from data_prep.store import encode_split, write_sidecar
-from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
 from data_prep.tasks import custom_spec, get_task
-from cn3.util.version import __version__ as cn3_version
+from data_prep.taskspec import SPLITS, TaskOptions, TaskSpec
 from data_prep.vocab import Vocab
 
 FORMAT_VERSION = 2  # 2 (cn3 0.3): vocabularies from train alone; types.text and open.vectors
@@ -223,7 +223,8 @@ def _statistics(spec, splits, vocab: Vocab, vectors) -> dict:
             kti = vectors.key_to_index
             entry["oov_embeddings_tokens"] = round(sum(t not in kti for t in tokens) / max(len(tokens), 1), 4)
             entry["oov_embeddings_types"] = round(sum(t not in kti for t in types) / max(len(types), 1), 4)
-            entry["oov_vectors_tokens"] = round(sum(t not in vocab and t in kti for t in tokens) / max(len(tokens), 1), 4)
+            in_vectors = sum(t not in vocab and t in kti for t in tokens)
+            entry["oov_vectors_tokens"] = round(in_vectors / max(len(tokens), 1), 4)
         stats["splits"][name] = entry
     return stats
 
@@ -279,18 +280,78 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
 
 
+@dataclass
+class _Inputs:
+    """What ``prepare`` reads and how, settled before anything is read; ``fingerprint`` says whether
+    the dataset already in ``out`` was made from the very same."""
+
+    spec: TaskSpec
+    root: Path | None
+    out: Path
+    source_paths: list[Path]
+    sources: list[dict]
+    annotator: object
+    max_len: int | None
+    emb_hash: str | None
+    fingerprint: str
+
+
+@dataclass
+class _Data:
+    """The task's splits read, cut to ``max_len`` (``truncated`` sentences), annotated (``annotated``:
+    sentences and seconds), with the vocabularies built from train and the word vectors, if any."""
+
+    splits: dict[str, list[Example]]
+    held_out: dict | None
+    truncated: int
+    annotated: tuple[int, float]
+    use_pos: bool
+    use_deps: bool
+    vectors: object | None
+    vocabs: dict
+
+
 def prepare(settings: PrepareSettings) -> PrepareResult:
-    """Prepare ``settings.task``; see the module docstring. Raises ``DataError`` on bad input."""
+    """Prepare ``settings.task``; see the module docstring.
+
+    Args:
+        settings: the task, where its data lives and how to prepare it.
+
+    Returns:
+        The :class:`PrepareResult`: the output directory, its manifest, and whether it was up to date
+        already (then nothing was written).
+
+    Raises:
+        DataError: bad or missing input, or an output directory that is not a cn3 dataset.
+    """
+    inputs = _inputs(settings)
+    out = inputs.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Under the lock, another process's temporary directory is a dead one's (removed below), and a
+    # dataset that it has just finished is found up to date.
+    with exclusive(out.parent / f".{out.name}.lock", f"waiting for another process preparing {out}"):
+        previous = read_manifest(out)
+        current = previous and previous.get("fingerprint") == inputs.fingerprint and _is_complete(out, previous)
+        if current and not settings.force:
+            return PrepareResult(out, previous, up_to_date=True)
+        _check_output(out, previous)
+        data = _read_data(inputs, settings)
+        manifest = _write_dataset(inputs, settings, data)
+        return PrepareResult(out, manifest, up_to_date=False)
+
+
+def _inputs(settings: PrepareSettings) -> _Inputs:
+    """The task's spec, sources (hashed), annotator, ``max_len`` and vectors file, and their fingerprint."""
     options = settings.options
     spec = resolve_spec(settings)
     root = None if spec.name == "custom" else data_root(settings.data)
     out = Path(settings.out) if settings.out else default_prepared_dir(default_out_name(spec, options))
 
-    sources_paths = _source_files(spec, root, options)
-    for path in sources_paths:
+    source_paths = _source_files(spec, root, options)
+    for path in source_paths:
         if not path.exists():
             raise DataError("file not found (set the data root with --data or CN3_DATA)", path)
-    sources = [{"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sources_paths]
+    sources = [{"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in source_paths]
 
     annotator_name = settings.annotator or spec.annotator or default_annotator_name(spec.gold, settings.stanza_dir)
     workers = settings.workers or os.cpu_count() or 1
@@ -300,90 +361,106 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
         raise DataError("embeddings file not found", settings.embeddings)
     emb_hash = sha256_file(settings.embeddings) if settings.embeddings else None
     fingerprint = _fingerprint(spec, settings, sources, annotator.name, annotator.version, max_len, emb_hash)
+    return _Inputs(spec, root, out, source_paths, sources, annotator, max_len, emb_hash, fingerprint)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Under the lock, another process's temporary directory is a dead one's (removed below), and a
-    # dataset that it has just finished is found up to date.
-    with exclusive(out.parent / f".{out.name}.lock", f"waiting for another process preparing {out}"):
-        previous = read_manifest(out)
-        current = previous and previous.get("fingerprint") == fingerprint and _is_complete(out, previous)
-        if current and not settings.force:
-            return PrepareResult(out, previous, up_to_date=True)
-        if out.exists() and not out.is_dir():
-            raise DataError("output path exists and is not a directory", out)
-        if out.is_dir() and previous is None and any(out.iterdir()):
-            raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
-                            "(choose another --out)", out)
 
-        with console.status(f"reading {spec.name}"):
-            splits = spec.load(root, options)
-        held_out = getattr(splits, "held_out", None)  # a split carved out of another (SST-2's test)
-        splits = {name: splits[name] for name in SPLITS if name in splits}
-        if not splits.get("train"):
-            raise DataError(f"task {spec.name} has no training examples", sources_paths[0] if sources_paths else None)
-        n_truncated = truncate(splits, max_len) if max_len else 0
+def _check_output(out: Path, previous: dict | None) -> None:
+    """Refuse to replace anything but a directory that is empty or holds a cn3 dataset."""
+    if out.exists() and not out.is_dir():
+        raise DataError("output path exists and is not a directory", out)
+    if out.is_dir() and previous is None and any(out.iterdir()):
+        raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
+                        "(choose another --out)", out)
 
-        n_sentences, seconds = _annotate(annotator, splits)
-        use_pos = "pos" in annotator.provides and not spec.label_is_pos
-        use_deps = "deps" in annotator.provides
 
-        vectors = None
-        if settings.embeddings:
-            with console.status("loading word vectors"):
-                vectors = load_vectors(settings.embeddings, emb_hash)
-        vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps, vectors)
+def _read_data(inputs: _Inputs, settings: PrepareSettings) -> _Data:
+    """Read the task's splits, cut them to ``max_len``, annotate them, and build the vocabularies."""
+    spec, annotator = inputs.spec, inputs.annotator
+    with console.status(f"reading {spec.name}"):
+        splits = spec.load(inputs.root, settings.options)
+    held_out = getattr(splits, "held_out", None)  # a split carved out of another (SST-2's test)
+    splits = {name: splits[name] for name in SPLITS if name in splits}
+    if not splits.get("train"):
+        raise DataError(f"task {spec.name} has no training examples",
+                        inputs.source_paths[0] if inputs.source_paths else None)
+    n_truncated = truncate(splits, inputs.max_len) if inputs.max_len else 0
 
-        for stale in out.parent.glob(f".{out.name}.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        tmp.mkdir()
-        try:
-            counts = {}
-            for name, examples in splits.items():
-                tensors = encode_split(examples, spec.level, vocabs, settings.char_len, use_pos, use_deps, vectors)
-                torch.save(tensors, tmp / f"{name}.pt")
-                write_sidecar(tmp / f"{name}.jsonl", examples)
-                counts[name] = {"examples": len(examples),
-                                "tokens": sum(len(s) for ex in examples for s in ex.sentences)}
-            atomic_write_json(tmp / "vocab.json", {k: v.to_dict() for k, v in vocabs.items()})
-            embeddings_info = None
-            if vectors is not None:
-                matrix, found = embedding_matrix(vectors, vocabs["lower"])
-                torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)},
-                           tmp / "embeddings.pt")
-                embeddings_info = {**embeddings_record(Path(settings.embeddings), emb_hash, root),
-                                   "dim": int(matrix.shape[1]), "vocab_found": int(found.sum()),
-                                   "vocab_size": len(found)}
-            stats = _statistics(spec, splits, vocabs["lower"], vectors)
-            stats["truncated_sentences"] = n_truncated
-            stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
-                                   "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
-            manifest = {
-                "format": FORMAT_VERSION,
-                "cn3_version": cn3_version,
-                "task": spec.name,
-                "level": spec.level,
-                "description": spec.description,
-                "notes": spec.notes,
-                "sources": sources,
-                "annotator": {"name": annotator.name, "version": annotator.version,
-                              "provides": sorted(annotator.provides), "pos_input": use_pos, "trees": use_deps},
-                "counts": counts,
-                "vocab_sizes": {k: len(v) for k, v in vocabs.items()},
-                "labels": vocabs["labels"].itos,
-                "tag_scheme": spec.tag_scheme,
-                "n_edge_types": 1 + 2 * len(vocabs["rel"]) if use_deps else 0,
-                "settings": {"max_len": max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
-                             "options": options.as_dict()},
-                **({"held_out": held_out} if held_out else {}),
-                "embeddings": embeddings_info,
-                "statistics": stats,
-                "fingerprint": fingerprint,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
-            atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete dataset
-            _swap_into_place(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return PrepareResult(out, manifest, up_to_date=False)
+    annotated = _annotate(annotator, splits)
+    use_pos = "pos" in annotator.provides and not spec.label_is_pos
+    use_deps = "deps" in annotator.provides
+
+    vectors = None
+    if settings.embeddings:
+        with console.status("loading word vectors"):
+            vectors = load_vectors(settings.embeddings, inputs.emb_hash)
+    vocabs = _build_vocabs(spec, splits, settings, use_pos, use_deps, vectors)
+    return _Data(splits, held_out, n_truncated, annotated, use_pos, use_deps, vectors, vocabs)
+
+
+def _write_dataset(inputs: _Inputs, settings: PrepareSettings, data: _Data) -> dict:
+    """Write the dataset into a hidden temporary directory, its manifest last, and swap it into
+    ``inputs.out``; an error or interruption removes the temporary directory. Returns the manifest."""
+    out = inputs.out
+    for stale in out.parent.glob(f".{out.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        counts = {}
+        for name, examples in data.splits.items():
+            tensors = encode_split(examples, inputs.spec.level, data.vocabs, settings.char_len, data.use_pos,
+                                   data.use_deps, data.vectors)
+            torch.save(tensors, tmp / f"{name}.pt")
+            write_sidecar(tmp / f"{name}.jsonl", examples)
+            counts[name] = {"examples": len(examples), "tokens": sum(len(s) for ex in examples for s in ex.sentences)}
+        atomic_write_json(tmp / "vocab.json", {k: v.to_dict() for k, v in data.vocabs.items()})
+        embeddings_info = _write_embeddings(tmp, inputs, settings, data) if data.vectors is not None else None
+        manifest = _manifest(inputs, settings, data, counts, embeddings_info)
+        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete dataset
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _write_embeddings(tmp: Path, inputs: _Inputs, settings: PrepareSettings, data: _Data) -> dict:
+    """``embeddings.pt``: the vectors of the lower-cased vocabulary; returns the manifest's record of them."""
+    matrix, found = embedding_matrix(data.vectors, data.vocabs["lower"])
+    torch.save({"vectors": torch.from_numpy(matrix), "found": torch.from_numpy(found)}, tmp / "embeddings.pt")
+    return {**embeddings_record(Path(settings.embeddings), inputs.emb_hash, inputs.root),
+            "dim": int(matrix.shape[1]), "vocab_found": int(found.sum()), "vocab_size": len(found)}
+
+
+def _manifest(inputs: _Inputs, settings: PrepareSettings, data: _Data, counts: dict,
+              embeddings_info: dict | None) -> dict:
+    """The dataset's ``manifest.json`` (module docstring), statistics included."""
+    spec, annotator, vocabs = inputs.spec, inputs.annotator, data.vocabs
+    stats = _statistics(spec, data.splits, vocabs["lower"], data.vectors)
+    stats["truncated_sentences"] = data.truncated
+    n_sentences, seconds = data.annotated
+    stats["annotation"] = {"sentences": n_sentences, "seconds": round(seconds, 3),
+                           "sentences_per_second": round(n_sentences / max(seconds, 1e-9), 1)}
+    return {
+        "format": FORMAT_VERSION,
+        "cn3_version": cn3_version,
+        "task": spec.name,
+        "level": spec.level,
+        "description": spec.description,
+        "notes": spec.notes,
+        "sources": inputs.sources,
+        "annotator": {"name": annotator.name, "version": annotator.version,
+                      "provides": sorted(annotator.provides), "pos_input": data.use_pos, "trees": data.use_deps},
+        "counts": counts,
+        "vocab_sizes": {k: len(v) for k, v in vocabs.items()},
+        "labels": vocabs["labels"].itos,
+        "tag_scheme": spec.tag_scheme,
+        "n_edge_types": 1 + 2 * len(vocabs["rel"]) if data.use_deps else 0,
+        "settings": {"max_len": inputs.max_len, "min_freq": settings.min_freq, "char_len": settings.char_len,
+                     "options": settings.options.as_dict()},
+        **({"held_out": data.held_out} if data.held_out else {}),
+        "embeddings": embeddings_info,
+        "statistics": stats,
+        "fingerprint": inputs.fingerprint,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

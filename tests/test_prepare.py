@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from data_prep import load_prepared
 from cn3.util.errors import DataError
+from data_prep import load_prepared
 from data_prep.prepare import PrepareSettings, prepare
 from data_prep.taskspec import TaskOptions
 

@@ -318,8 +318,8 @@ class GraphStatistics:
             stats = {name: {"mean": float(np.mean(t.values[name])), "sentences": len(t.values[name])}
                      for name in STATISTICS if name in t.values}
             hubs = np.histogram(t.values.get("hub_share", []), bins=HUB_BINS, range=(0.0, 1.0))[0]
-            entry = {"layer": layer + 1, **({} if head is None else {"head": head + 1}), "sentences": t.sentences, "rows": t.rows, "skipped": t.skipped,
-                     "stats": stats, "hub_share_histogram": hubs.tolist()}
+            entry = {"layer": layer + 1, **({} if head is None else {"head": head + 1}), "sentences": t.sentences,
+                     "rows": t.rows, "skipped": t.skipped, "stats": stats, "hub_share_histogram": hubs.tolist()}
             if t.distances:
                 entry["argmax_distance"] = [t.distances.get(d, 0) for d in range(max(t.distances) + 1)]
             if t.relations:

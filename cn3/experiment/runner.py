@@ -8,7 +8,7 @@ A cell's state lives in its run directory, so the grid can be stopped at any mom
 * nothing: **queued**, or **reused** when a finished run under ``--out`` has the cell's very config
   (:mod:`cn3.experiment.reuse`; ``reuse=False`` turns it off);
 * in a tuned grid, its task and variant not tuned yet: **waiting** (:func:`run_spec`);
-* its run directory locked by a trainer (:meth:`cn3.run_dir.RunDir.training`): **elsewhere**, left
+* its run directory locked by a trainer (:meth:`cn3.runs.layout.RunDir.training`): **elsewhere**, left
   to the process training it, so two runners (e.g. with different ``--only``) can share a grid.
 
 A finished (or adopted) cell's gold moves into ``<grid>/gold/``, once per split (:func:`compact`).
@@ -36,17 +36,13 @@ from cn3.experiment.cell import LOG
 from cn3.experiment.launchers import Job, Launcher, LocalLauncher
 from cn3.experiment.reuse import FinishedRuns, adopt
 from cn3.experiment.spec import Cell, ExperimentSpec, read_cell_config, resolve_cell
-from cn3.run_dir import (
-    GOLD_DIR,
-    RunDir,
-    compact_run,
-    finished,
-    read_results,
-    split_scores,
-)
-from cn3.runtime import sigterm_as_interrupt
+from cn3.runs.compaction import compact_run
+from cn3.runs.layout import RunDir
+from cn3.runs.records import GOLD_DIR, finished, read_results, split_scores
+from cn3.train.runtime import sigterm_as_interrupt
 from cn3.util.atomic import atomic_write_json, atomic_write_text
 from cn3.util.console import console
+from cn3.util.errors import Cn3Error
 from cn3.util.locking import exclusive
 
 FAILED = "cell.failed"
@@ -90,7 +86,7 @@ def _score(cell: Cell) -> str:
     """``dev 93.4 · test 95.2`` from a finished cell's results.json."""
     try:
         scores = split_scores(read_results(cell.run_dir))
-    except ConfigError:
+    except Cn3Error:
         return ""
     return " · ".join(f"{split} {s['score']:.2f}" for split, s in scores.items() if s.get("score") is not None)
 
@@ -105,7 +101,7 @@ def check_cells(cells: list[Cell], threads: int) -> dict[str, dict]:
     Raises:
         ConfigError: naming the cell and the key.
     """
-    from cn3.runtime import check_resume_config
+    from cn3.train.checkpoints import check_resume_config
 
     resolved = {}
     for cell in cells:
@@ -197,12 +193,12 @@ def _table(states: list[CellState], started: float, jobs: int | None):
 
 def compact(cell: Cell, adopted_from: Path | None = None) -> None:
     """A finished cell keeps the gold of its predictions in its grid's ``gold/``, once for every cell
-    (:func:`cn3.run_dir.compact_run`; an adopted cell's gold may be in the grid it came from). A failure
+    (:func:`cn3.runs.compaction.compact_run`; an adopted cell's gold may be in the grid it came from). A failure
     is said and leaves what it did not reach as the run wrote it, readable: the cell is done either way."""
     grid = cell.run_dir.parents[2]  # OUT/<grid>/<task>/<variant>/<seed>
     try:
         compact_run(cell.run_dir, grid / GOLD_DIR, also=(adopted_from,) if adopted_from else ())
-    except (ConfigError, OSError, AssertionError) as err:
+    except (Cn3Error, OSError, AssertionError) as err:
         from rich.markup import escape
 
         console.print(f"[yellow]warning[/]: {escape(f'{cell.name}: its predictions keep their gold ({err}); ')}"
@@ -216,23 +212,12 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
     instead of training it. ``launcher``: default :class:`LocalLauncher`; the caller closes it.
     ``<grid>/grid.json`` is kept up to date as cells start and finish.
     """
-    from rich.live import Live
-
     launcher = launcher or LocalLauncher()
     threads = threads or launcher.default_threads(jobs)
     resolved = check_cells(cells, threads)
-    states = []
-    for cell in cells:
-        state = cell_state(cell)
-        states.append(CellState(cell, "skipped" if state == "done" else state,
-                                _score(cell) if state == "done" else ""))
+    states = _listed_states(cells)
     if reuse:
-        finished = FinishedRuns()
-        for state in states:
-            if state.state == "queued" and (twin := finished.twin(state.cell, resolved[state.cell.name])) is not None:
-                adopt(state.cell, twin)
-                compact(state.cell, twin)
-                state.state, state.score, state.reused_from = "reused", _score(state.cell), str(twin)
+        _adopt_twins(states, resolved)
     pending = [s for s in states if s.state not in ("skipped", "reused", "elsewhere", "waiting")]
     started = time.time()
     invocation = f"{os.getpid()}@{started:.3f}"
@@ -243,6 +228,41 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
         _write_grid(spec, cells, states, started, jobs, threads, invocation, launcher.name, device)
 
     record()
+    _drive(states, pending, started, jobs, threads, launcher, record)
+    return states
+
+
+def _listed_states(cells: list[Cell]) -> list[CellState]:
+    """Each cell's state as found in its run directory; a finished one is ``skipped``, with its score."""
+    states = []
+    for cell in cells:
+        state = cell_state(cell)
+        states.append(CellState(cell, "skipped" if state == "done" else state,
+                                _score(cell) if state == "done" else ""))
+    return states
+
+
+def _adopt_twins(states: list[CellState], resolved: dict[str, dict]) -> None:
+    """Adopt, for each queued cell, a finished run under the grid's ``--out`` with its very config
+    (``resolved``: :func:`check_cells`), its gold compacted as a finished cell's: state ``reused``."""
+    finished_runs = FinishedRuns()
+    for state in states:
+        if state.state == "queued" and (twin := finished_runs.twin(state.cell, resolved[state.cell.name])) is not None:
+            adopt(state.cell, twin)
+            compact(state.cell, twin)
+            state.state, state.score, state.reused_from = "reused", _score(state.cell), str(twin)
+
+
+def _drive(states: list[CellState], pending: list[CellState], started: float, jobs: int | None, threads: int,
+           launcher: Launcher, record: Callable[[], None]) -> None:
+    """Start the ``pending`` cells, ``jobs`` at a time, and follow them until every one has ended,
+    calling ``record`` at each change; a live table on a terminal, a line per change in a log.
+
+    Ctrl-C or SIGTERM stops the running cells the way their launcher can (each then interrupted, or
+    queued when it saved nothing) and is raised again; SIGTERM's own handler is put back either way.
+    """
+    from rich.live import Live
+
     running: list[CellState] = []
     previous = sigterm_as_interrupt()
     live = Live(_table(states, started, jobs), console=console, refresh_per_second=1,
@@ -256,27 +276,9 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
         if live:
             live.start()
         while pending or running:
-            while pending and (jobs is None or len(running) < jobs):
-                state = pending.pop(0)
-                _start(state, threads, launcher)
-                if state.job is None:  # another runner has it, or has finished it
-                    continue
-                running.append(state)
-                record()
-                say(f"{'started' if state.worker else 'submitted'} {state.cell.name} -> {state.cell.run_dir}"
-                    + (f" on {state.worker}" if state.worker else ""))
+            _start_pending(pending, running, jobs, threads, launcher, record, say)
             time.sleep(launcher.poll_seconds)
-            for state in running:
-                if state.state == "submitted" and _on_worker(state):
-                    record()
-                    say(f"running {state.cell.name} on {state.worker}")
-            for job in launcher.finished([s.job for s in running]):
-                state = next(s for s in running if s.job is job)
-                running.remove(state)
-                _finish(state)
-                record()
-                say(f"{state.state} {state.cell.name} {state.score}"
-                    f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
+            _follow_running(running, launcher, record, say)
             if live:
                 live.update(_table(states, started, jobs))
     except KeyboardInterrupt:
@@ -292,7 +294,37 @@ def run_grid(spec: ExperimentSpec, cells: list[Cell], jobs: int | None = 1, thre
             live.update(_table(states, started, jobs))
             live.stop()
         record()
-    return states
+
+
+def _start_pending(pending: list[CellState], running: list[CellState], jobs: int | None, threads: int,
+                   launcher: Launcher, record: Callable[[], None], say: Callable[[str], None]) -> None:
+    """Start pending cells until ``jobs`` run (all of them when ``jobs`` is None); a cell another
+    runner has taken or finished meanwhile is passed over."""
+    while pending and (jobs is None or len(running) < jobs):
+        state = pending.pop(0)
+        _start(state, threads, launcher)
+        if state.job is None:  # another runner has it, or has finished it
+            continue
+        running.append(state)
+        record()
+        say(f"{'started' if state.worker else 'submitted'} {state.cell.name} -> {state.cell.run_dir}"
+            + (f" on {state.worker}" if state.worker else ""))
+
+
+def _follow_running(running: list[CellState], launcher: Launcher, record: Callable[[], None],
+                    say: Callable[[str], None]) -> None:
+    """Note the submitted cells that have reached a worker, and finish those that have ended."""
+    for state in running:
+        if state.state == "submitted" and _on_worker(state):
+            record()
+            say(f"running {state.cell.name} on {state.worker}")
+    for job in launcher.finished([s.job for s in running]):
+        state = next(s for s in running if s.job is job)
+        running.remove(state)
+        _finish(state)
+        record()
+        say(f"{state.state} {state.cell.name} {state.score}"
+            f"{'' if state.state == 'done' else f' (see {state.cell.run_dir / LOG})'}")
 
 
 def run_spec(spec: ExperimentSpec, list_cells: Callable[[], list[Cell]], jobs: int | None = 1,
@@ -372,5 +404,5 @@ def _seconds(cell: Cell) -> float | None:
     """A finished cell's training time from its results.json (for a grid record that lacks it)."""
     try:
         return read_results(cell.run_dir).get("seconds")
-    except ConfigError:
+    except Cn3Error:
         return None

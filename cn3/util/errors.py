@@ -22,6 +22,11 @@ class ConfigError(Cn3Error):
     """A bad configuration: unknown key, wrong type, invalid value. The message names the key."""
 
 
+class ArgumentError(ConfigError):
+    """A request that is wrong in itself: options that do not go together, or a split that the run's
+    dataset does not have. The CLI reports it as a bad parameter (usage, exit code 2)."""
+
+
 class RunError(Cn3Error):
     """A run directory or checkpoint that cannot be used as asked: missing, busy (another process
     trains into it), unfinished, unreadable, or of another kind of run."""
