@@ -2,7 +2,8 @@
 
 :mod:`.graphs`: statistics of one attention matrix and their per-layer aggregate;
 :mod:`.collect`: :func:`analyze_graphs` over a prepared split; :mod:`.figure`: the figure;
-:mod:`.energy`: CN3's energies taken apart; :mod:`.run_graphs`: a trained run loaded and analysed. Bad requests raise :class:`~cn3.config.ConfigError`.
+:mod:`.energy`: CN3's energies taken apart; :mod:`.run_graphs`: a trained run loaded and analysed.
+Bad requests raise :class:`~cn3.config.ConfigError`.
 """
 
 from cn3.analysis.collect import analysis_notes, analyze_graphs, attention_kind, local_windows
