@@ -3,7 +3,7 @@ against the literal references: outputs, weights and every gradient.
 
 Not collected by a plain ``pytest`` run (the name has no ``test_`` prefix): ``TRITON_INTERPRET=1``
 must be in the environment before ``triton`` is first imported, which holds per process, so
-``tests/test_fused_energy.py::test_interpreter_cases`` runs this file in a subprocess. Directly::
+``tests/layers/test_fused_energy.py::test_interpreter_cases`` runs this file in a subprocess. Directly::
 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest -q tests/fused_interpreter_cases.py
 
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 if os.environ.get("TRITON_INTERPRET") != "1":
-    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (run by tests/test_fused_energy.py)",
+    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (run by tests/layers/test_fused_energy.py)",
                 allow_module_level=True)
 pytest.importorskip("triton")
 

@@ -3,7 +3,7 @@ against the plain scan: outputs, last state, master forget gates and every gradi
 
 Not collected by a plain ``pytest`` run (the name has no ``test_`` prefix): ``TRITON_INTERPRET=1``
 must be in the environment before ``triton`` is first imported, which holds per process, so
-``tests/test_onlstm_triton.py::test_interpreter_cases`` runs this file in a subprocess. Directly::
+``tests/layers/test_onlstm_triton.py::test_interpreter_cases`` runs this file in a subprocess. Directly::
 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest -q tests/onlstm_interpreter_cases.py
 
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 if os.environ.get("TRITON_INTERPRET") != "1":
-    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (run by tests/test_onlstm_triton.py)",
+    pytest.skip("needs TRITON_INTERPRET=1 before triton is imported (run by tests/layers/test_onlstm_triton.py)",
                 allow_module_level=True)
 pytest.importorskip("triton")
 

@@ -1,0 +1,196 @@
+"""The CN3 layer's three attention paths: which one the layer picks, the dense path, the
+fused Triton kernel in Triton's interpreter (a subprocess: see ``tests/fused_interpreter_cases.py``)
+and, where there is a GPU, the fused kernel on CUDA against the dense path."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cn3.layers import DynamicGraphLayer, dynamic_graph
+from cn3.layers.attention import padding_mask
+from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, default_block_rows
+from cn3.layers.dynamic_graph import choose_impl
+from tests.triton_interpreter import run_interpreter_cases
+
+REPO = Path(__file__).resolve().parents[2]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+CUDA = torch.device("cuda")
+
+
+@pytest.mark.parametrize("triton, deterministic, expected", [
+    (True, False, "fused"), (False, False, "dense"), (True, True, "dense")])
+def test_auto_picks_by_device_and_availability(monkeypatch, triton, deterministic, expected):
+    monkeypatch.setattr(dynamic_graph, "fused_available", lambda: triton)
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
+    assert choose_impl("auto", CUDA) == expected
+    assert choose_impl("auto", torch.device("cpu")) == "blockwise"  # the CPU's fastest, Triton or not
+
+
+def test_auto_keeps_wide_heads_off_the_fused_kernel(monkeypatch):
+    monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
+    assert choose_impl("auto", CUDA, width=dynamic_graph.FUSED_MAX_WIDTH) == "fused"
+    assert choose_impl("auto", CUDA, width=dynamic_graph.FUSED_MAX_WIDTH + 1) == "dense"
+
+
+def test_auto_gives_long_sentences_the_dense_path(monkeypatch):
+    """Measured faster from about 1,000 words (dynamic_graph.FUSED_MAX_LENGTH)."""
+    monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
+    assert choose_impl("auto", CUDA, length=dynamic_graph.FUSED_MAX_LENGTH) == "fused"
+    assert choose_impl("auto", CUDA, length=dynamic_graph.FUSED_MAX_LENGTH + 1) == "dense"
+    assert choose_impl("auto", torch.device("cpu"), length=5000) == "blockwise"
+
+
+def test_the_environment_picks_nothing(monkeypatch):
+    """The path is the layer's ``impl`` (a run's ``model.attention_impl``), which its config records:
+    the environment variable that once overrode ``auto`` is not read."""
+    monkeypatch.setenv("CN3_ATTENTION_IMPL", "dense")
+    assert choose_impl("auto", torch.device("cpu")) == "blockwise"
+
+
+def test_explicit_impl_overrides_and_unknown_is_refused(monkeypatch):
+    monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
+    for impl in ("blockwise", "dense", "fused"):
+        assert choose_impl(impl, CUDA) == impl
+        assert choose_impl(impl, torch.device("cpu")) == impl
+    with pytest.raises(ValueError, match="impl must be one of"):
+        choose_impl("flash", torch.device("cpu"))
+    with pytest.raises(ValueError, match="impl must be one of"):
+        DynamicGraphLayer(4, impl="flash")
+    assert "impl=dense" in repr(DynamicGraphLayer(4, impl="dense"))
+
+
+@pytest.mark.parametrize("impl, budget", [("auto", None), ("blockwise", None), ("dense", DENSE_ELEMENTS)])
+def test_layer_runs_the_chosen_path_on_cpu(monkeypatch, impl, budget):
+    """On the CPU ``auto`` is the blockwise path (blocks of about BLOCK_ELEMENTS, chosen inside
+    ``additive_attention``); ``dense`` passes blocks of the dense budget."""
+    calls = []
+    real = dynamic_graph.additive_attention
+
+    def spy(*args, block_rows=None, **kwargs):
+        calls.append(block_rows)
+        return real(*args, block_rows=block_rows, **kwargs)
+
+    monkeypatch.setattr(dynamic_graph, "additive_attention", spy)
+    layer = DynamicGraphLayer(8, energy_dim=4, impl=impl)
+    layer(torch.randn(2, 5, 8), torch.ones(2, 5, dtype=torch.bool))
+    assert calls == [None if budget is None else default_block_rows(2, 5, 4, budget=budget)]
+
+
+def test_dense_blocks_are_whole_batches_up_to_the_budget():
+    assert default_block_rows(8, 200, 100, budget=DENSE_ELEMENTS) >= 200  # one block: no Python loop
+    assert default_block_rows(64, 20, 100, budget=DENSE_ELEMENTS) >= 20
+    rows = default_block_rows(1, 5000, 100, budget=DENSE_ELEMENTS)
+    assert rows * 5000 * 100 <= DENSE_ELEMENTS < (rows + 1) * 5000 * 100
+    assert default_block_rows(8, 200, 100) < 200  # the CPU's blocks stay small
+    assert BLOCK_ELEMENTS < DENSE_ELEMENTS
+
+
+def test_need_alpha_false_gives_the_same_states_and_no_weights():
+    torch.manual_seed(0)
+    layer = DynamicGraphLayer(6, n_edge_types=3, edge_dim=4, energy_dim=4, energy_heads=2)
+    h, mask = torch.randn(2, 5, 6), padding_mask(torch.tensor([5, 3]), 5)
+    edges = torch.randint(0, 3, (2, 5, 5))
+    out, alpha, gate = layer(h, mask, edge_type=edges)
+    out2, none, gate2 = layer(h, mask, edge_type=edges, need_alpha=False)
+    assert none is None and alpha.shape == (2, 5, 5)
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(gate2, gate)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[gpu]', or "
+                                           "scripts/setup.sh): the fused kernel's interpreter tests need it")
+@pytest.mark.slow  # 28 kernels in Triton's interpreter, one program at a time: 15-35 s
+def test_interpreter_cases():
+    """``tests/fused_interpreter_cases.py`` in Triton's interpreter
+    (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
+    run_interpreter_cases("tests/fused_interpreter_cases.py")
+
+
+def test_gpu_bench_runs_quick_on_cpu(tmp_path):
+    """``bench/gpu_layers.py --quick`` (tiny shapes, no fused column without CUDA or the
+    interpreter) writes its JSON summary; without ``--quick`` and CUDA it stops with a message."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    out = tmp_path / "summary.json"
+    subprocess.run([sys.executable, "bench/gpu_layers.py", "--quick", "--repeats", "1", "--json", str(out)],
+                   cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    summary = json.loads(out.read_text())
+    assert summary["quick"] and summary["device"].startswith("CPU")
+    rows = {(r["B"], r["N"], r["dtype"], r["impl"]) for r in summary["results"]}
+    assert {(4, 12, "fp32", "blockwise"), (1, 40, "bf16", "dense"), (4, 12, "bf16", "mha")} <= rows
+    if not torch.cuda.is_available():
+        result = subprocess.run([sys.executable, "bench/gpu_layers.py"], cwd=REPO, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode != 0 and "no CUDA device" in result.stderr
+
+
+needs_cuda_triton = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON),
+                                       reason="needs a CUDA device and triton")
+
+
+@needs_cuda_triton
+@pytest.mark.parametrize("heads", [1, 2])
+@pytest.mark.parametrize("need_alpha", [False, True])
+def test_fused_matches_dense_on_cuda(heads, need_alpha):
+    """The compiled kernel (libdevice tanh, IEEE fp32 products: torch's default) against the dense
+    path on the same weights: states, weights and every gradient, with node attributes, edge types,
+    padding, one node and an empty sentence."""
+    torch.manual_seed(0)
+    fused = DynamicGraphLayer(64, attr_dim=8, n_edge_types=7, edge_dim=16, energy_dim=40, energy_heads=heads,
+                              impl="fused").to(CUDA)
+    dense = copy.deepcopy(fused)
+    dense.impl = "dense"
+    lengths = torch.tensor([45, 130, 1, 0])
+    n = 130
+    mask = padding_mask(lengths, n).to(CUDA)
+    h = torch.randn(4, n, 64, device=CUDA, requires_grad=True)
+    v = torch.randn(4, n, 8, device=CUDA)
+    edges = torch.randint(0, 7, (4, n, n), device=CUDA)
+    out, alpha, _ = fused(h, mask, v, edges, need_alpha=need_alpha)
+    ref, ref_alpha, _ = dense(h, mask, v, edges)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
+    if need_alpha:
+        torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-4)
+    else:
+        assert alpha is None
+    probe = torch.randn_like(out)
+    got = torch.autograd.grad((out * probe).sum(), [h, *fused.parameters()])
+    want = torch.autograd.grad((ref * probe).sum(), [h, *dense.parameters()])
+    for name, g, w in zip(["h"] + [name for name, _ in fused.named_parameters()], got, want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@needs_cuda_triton
+def test_fused_under_bf16_autocast_is_close_to_fp32_on_cuda():
+    """bf16 tiles and the approximate tanh: states within bf16's rounding of the fp32 kernel's, and
+    gradients within 5% (relative norm), returned in the parameters' dtype."""
+    torch.manual_seed(0)
+    layer = DynamicGraphLayer(64, n_edge_types=5, edge_dim=8, energy_dim=32, impl="fused").to(CUDA)
+    h = torch.randn(8, 50, 64, device=CUDA, requires_grad=True)
+    mask = padding_mask(torch.tensor([50, 31, 7, 50, 2, 50, 40, 1]), 50).to(CUDA)
+    edges = torch.randint(0, 5, (8, 50, 50), device=CUDA)
+
+    def run(bf16: bool):
+        layer.zero_grad()
+        h.grad = None
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            out = layer(h, mask, edge_type=edges, need_alpha=False)[0]
+        out.float().sum().backward()
+        return out.float().detach(), [p.grad.clone() for p in layer.parameters()], h.grad.clone()
+
+    out32, grads32, h32 = run(False)
+    out16, grads16, h16 = run(True)
+    assert (out16 - out32).abs().max() < 0.05
+    for g16, g32 in zip(grads16, grads32):
+        assert g16.dtype == torch.float32
+        assert (g16 - g32).norm() / g32.norm() < 0.05
+    assert (h16 - h32).norm() / h32.norm() < 0.05

@@ -1,0 +1,211 @@
+"""The training loop waits for the device only at log lines and evaluations, not at every update.
+
+On CUDA, copying a tensor's value to the host (``.item()``, ``bool(t)``, ``.tolist()``, ...) waits
+for every kernel queued before it, and so does a blocking host-to-device copy (``.to(device)``
+without ``non_blocking``, ``torch.tensor(data, device=...)``). One such wait per update keeps the
+GPU idle while Python prepares the next one. These tests train tiny runs (a sentence task with the
+weight average, the adversarial loss and the fp16 loss scaler; a translation task) on CPU and count
+those calls per update.
+
+How the counting tells device tensors from host ones on a CPU run: :class:`DeviceCalls` is a
+``TorchFunctionMode`` that follows the tensors a CUDA run would keep on the device: the model's
+and the weight average's parameters and buffers, whatever ``.to(device)`` returns (the batch),
+tensors created with ``device=`` a ``torch.device`` (not ``"cpu"``, how torch's optimizers keep
+their step counts on the host) and every result of an operation on one of those (losses,
+gradients read through ``.grad``, optimizer state, norms). It counts
+
+* reads: ``item``, ``tolist``, ``__bool__``, ``__float__``, ``__int__``, ``__index__``, ``cpu``,
+  ``numpy`` on such a tensor;
+* blocking uploads: ``.to(device)`` of a host tensor without ``non_blocking=True``, and
+  ``torch.tensor``/``torch.as_tensor`` with a ``device``.
+
+Reads of tensors built on the host (the bucketed batch order from ``torch.randperm``, the CPU
+batch's lengths) are not device syncs and are not counted; nor is anything during collation
+(``adapter.collate``), which runs on the host, in the batch loader's workers on CUDA. Under
+``train.device_batches`` collation gathers from the split padded on the device
+(:class:`cn3.sentence.batching.DeviceBatches`): its tensors count as device tensors and collation is watched
+like the rest of the update. An update runs from
+one ``optimizer.zero_grad`` to the next, so the log line, evaluation and checkpoint that follow an
+update count towards it. Evaluation and the final report read predictions by design and are not
+counted. The counting sees the calls made by Python code (the loop, the trainers, the models'
+``forward``, torch's optimizers and scaler), not those inside one torch operator.
+
+The models are chosen free of syncs of their own (CN3 with the CNN context: the LSTM context packs
+sequences by their lengths on the host; a Transformer encoder), so that what is counted is the
+loop's.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
+
+import cn3.train.trainer
+from cn3.nmt.config import resolve_nmt_config
+from cn3.nmt.data import absolutize
+from cn3.sentence.resolve import resolve_config
+from data_prep.prepare import PrepareSettings, prepare
+from tests.nmt.test_nmt_cli import TINY as NMT_TINY
+from tests.nmt.test_nmt_cli import corpus
+from tests.train.test_trainer import TINY
+
+READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__,
+         torch.Tensor.__int__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy}
+UPLOADS = {torch.tensor, torch.as_tensor}
+TORCH = str(Path(torch.__file__).parent)
+#: torch's GradScaler.step reads its inf/NaN check once per update (unless the optimizer is fused):
+#: torch's own wait, tolerated in fp16 runs
+SCALER = str(Path(TORCH) / "amp" / "grad_scaler.py")
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(autouse=True)
+def no_display_refresh(monkeypatch):
+    """Without a terminal the progress display re-reads the loss at the pace of its plain lines
+    (cn3.train.monitor.loss_due); keep those out of these short runs, so every read counted is the
+    loop's own."""
+    monkeypatch.setattr("cn3.util.console.LOG_INTERVAL", math.inf)
+
+
+@pytest.fixture(scope="module")
+def trec(tmp_path_factory, data_root) -> Path:
+    """TREC prepared once for the module (no annotator, no vectors)."""
+    out = tmp_path_factory.mktemp("prepared") / "trec"
+    prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
+    return out
+
+
+def _names_device(value) -> bool:
+    """A ``device`` argument that is the run's device: a ``torch.device`` (code meaning the host
+    spells it ``"cpu"``, as torch's optimizers do for their step counts), or a CUDA name."""
+    return isinstance(value, torch.device) or (isinstance(value, str) and value.startswith("cuda"))
+
+
+class DeviceCalls(TorchFunctionMode):
+    """Counts the synchronising calls per update of one training loop (see the module docstring).
+
+    ``calls[update]``: the ``(file, line)`` of each call made during that update (0: before the
+    first); ``evaluated``: the updates after which an evaluation ran.
+    """
+
+    def __init__(self, adapter):
+        super().__init__()
+        self.on_device = WeakIdKeyDictionary()
+        modules = [adapter.model] + ([adapter.ema.module] if adapter.ema is not None else [])
+        for module in modules:
+            for tensor in (*module.parameters(), *module.buffers()):
+                self.on_device[tensor] = True
+        if adapter.device_collate:
+            for tensor in adapter.collate.tensors():
+                self.on_device[tensor] = True
+        self.update, self.paused = 0, False
+        self.calls: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self.evaluated: set[int] = set()
+        zero_grad, evaluate, report, collate = (adapter.optimizer.zero_grad, adapter.evaluate, adapter.final_results,
+                                                adapter.collate)
+
+        def next_update(*args, **kwargs):
+            self.update += 1
+            return zero_grad(*args, **kwargs)
+
+        def unwatched(call, mark=False):
+            def wrapper(*args, **kwargs):
+                if mark:
+                    self.evaluated.add(self.update)
+                paused, self.paused = self.paused, True
+                try:
+                    return call(*args, **kwargs)
+                finally:
+                    self.paused = paused
+            return wrapper
+
+        adapter.optimizer.zero_grad = next_update
+        adapter.evaluate, adapter.final_results = unwatched(evaluate, mark=True), unwatched(report)
+        if not adapter.device_collate:
+            adapter.collate = unwatched(collate)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.paused:
+            return out
+        inputs = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        device_input = any(x in self.on_device for x in inputs)
+        moved = func is torch.Tensor.to and any(_names_device(x) for x in (*args[1:], kwargs.get("device")))
+        created = _names_device(kwargs.get("device"))
+        if (func in READS and device_input) or (func in UPLOADS and created) \
+                or (moved and not device_input and not kwargs.get("non_blocking")):
+            caller = sys._getframe(1)
+            self.calls[self.update].append((caller.f_code.co_filename, caller.f_lineno))
+        if device_input or moved or created:
+            for x in tree_leaves(out):
+                # an input returned as it is (an in-place operation, a grouping) keeps its own place
+                if isinstance(x, torch.Tensor) and not any(x is i for i in inputs):
+                    self.on_device[x] = True
+        return out
+
+
+def watch(monkeypatch) -> list[DeviceCalls]:
+    """Instrument the next :meth:`Trainer.fit`; the list gets its counter."""
+    counters: list[DeviceCalls] = []
+    real = cn3.train.trainer.Trainer.fit
+
+    def fit(trainer):
+        counters.append(DeviceCalls(trainer.task))
+        with counters[-1]:
+            return real(trainer)
+
+    monkeypatch.setattr(cn3.train.trainer.Trainer, "fit", fit)
+    return counters
+
+
+def check(calls: DeviceCalls, log_every: int, tolerated: str | None = None) -> None:
+    """No synchronising call on an update without a log line or evaluation, and at most one (the
+    running loss) on those with one. ``tolerated``: a file whose calls are counted apart, one on
+    each quiet update (a checkpoint, at evaluations, adds its own)."""
+    updates = range(1, calls.update + 1)
+    logged = {u for u in updates if u % log_every == 0} | calls.evaluated
+    quiet = [u for u in updates if u not in logged]
+    assert len(quiet) >= 5 and calls.evaluated, (calls.update, calls.evaluated)
+    for u in updates:
+        ours = [c for c in calls.calls[u] if c[0] != tolerated]
+        if tolerated is not None and u in quiet:
+            assert len(calls.calls[u]) - len(ours) == 1, (u, calls.calls[u])
+        allowed = 0 if u in quiet else 1
+        assert len(ours) <= allowed, f"update {u} ({'quiet' if u in quiet else 'logged'}): {Counter(ours)}"
+
+
+@pytest.mark.parametrize("ema, adversarial, precision, device_batches", [
+    (0.0, 0.0, "fp32", False), (0.9, 0.05, "fp32", False), (0.0, 0.0, "fp16", False), (0.0, 0.0, "fp32", True)])
+def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkeypatch, ema, adversarial, precision,
+                                                          device_batches):
+    if precision == "fp16":  # the loss scaler's path on CPU (as tests/train/test_trainer.py's resume test)
+        monkeypatch.setattr("cn3.train.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
+    counters = watch(monkeypatch)
+    cfg = resolve_config("trec", None, {"data.prepared": trec},
+                         [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",
+                          "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
+                          f"train.adversarial={adversarial}", f"train.precision={precision}",
+                          f"train.device_batches={str(device_batches).lower()}"])
+    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    check(counters[0], log_every=5, tolerated=SCALER if precision == "fp16" else None)
+
+
+def test_translation_updates_wait_for_the_device_only_to_log(tmp_path, monkeypatch):
+    src, tgt = corpus(tmp_path, "train", 120, seed=4)
+    flags = {"model.encoder": "transformer", "data.corpus": "files", "data.train_src": src, "data.train_tgt": tgt}
+    cfg = resolve_nmt_config(None, flags, [*NMT_TINY, "train.final_splits=[]", "train.max_tokens=120",
+                                           "train.log_every=4", "train.clip=1.0", "train.num_threads=1"])
+    absolutize(cfg)
+    counters = watch(monkeypatch)
+    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    check(counters[0], log_every=4)
