@@ -18,7 +18,7 @@ evaluation included), so ``--resume`` replays nothing and skips nothing.
 The device is not waited for at every update: batches are collated ahead (loader workers, pinned
 memory on CUDA) or gathered on the device (``train.device_batches``), the running loss is summed on
 the device (:class:`~cn3.train.monitor.RunningLoss`) and read only for a log line, an evaluation or
-the progress display (``tests/test_host_sync.py`` counts these reads). Under ``fp16``,
+the progress display (``tests/train/test_host_sync.py`` counts these reads). Under ``fp16``,
 ``GradScaler.step`` reads its inf/NaN check once per update.
 """
 
