@@ -7,7 +7,8 @@ How a row finds its records, from the page and the records alone (no figure is w
   commands, from which the spec (``cn3 experiment run|report SPEC``, else the previous letter's) and the
   budgets (``--budget``) are read; ``docs/runs/regenerate.sh``, which re-renders every committed report
   with RESULTS.md's commands, maps each (spec, budget) to the report folders it writes. A letter that runs
-  a script (``bash docs/runs/probing/tests.sh``) reads the JSON files that script writes.
+  a script (``bash docs/runs/probing/tests.sh``) reads the JSON files that script writes; one that runs
+  ``docs/runs/<name>/summarize.py`` reads the ``summary.json`` beside it (per-seed graph statistics).
 * each report's rows (mean, std, seeds) and tests (difference, interval, paired p, its Holm value, Welch
   p, detectable differences) are the records; Holm over a report's variants (the page's "Holm over m") is
   derived from them with :func:`cn3.stats.holm`, and a probing comparison's group means from its tasks.
@@ -39,6 +40,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import statistics
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -231,6 +233,21 @@ def probe_records(path: Path) -> Records:
     return records
 
 
+@lru_cache(maxsize=None)
+def summary_records(path: Path) -> Records:
+    """A ``summarize.py`` record (``docs/runs/collapse/summary.json``): per run group, each statistic's
+    per-seed values; their mean and standard deviation, as fractions and as percentages."""
+    records = Records()
+    for entry in json.loads(path.read_text()).values():
+        for name, values in entry.items():
+            if name == "seeds" or not isinstance(values, list) or not values:
+                continue
+            mean = sum(values) / len(values)
+            std = statistics.stdev(values) if len(values) > 1 else None
+            records.means += [(mean, std), (100 * mean, None if std is None else 100 * std)]
+    return records
+
+
 def script_outputs(script: Path) -> list[Path]:
     """The JSON files a test script writes: its ``P=`` folder and the folder under it that ``--out`` names."""
     text = script.read_text()
@@ -245,6 +262,11 @@ def letter_records(text: str, spec: str | None, entries: list[Entry]) -> tuple[l
     found: dict[str, Records] = {}
     specs = {e.spec for e in entries}
     for fragment in re.findall(r"`([^`]*)`", text, re.S):
+        summary = re.search(r"python\s+(docs/runs/\S+)/summarize\.py", fragment)
+        if summary:
+            path = ROOT / summary.group(1) / "summary.json"
+            found[str(path.relative_to(ROOT))] = summary_records(path)
+            continue
         script = re.match(r"bash\s+(\S+\.sh)", fragment.strip())
         if script:
             for path in script_outputs(ROOT / script.group(1)):
