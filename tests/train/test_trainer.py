@@ -12,6 +12,7 @@ from cn3.runs.layout import RunDir
 from cn3.sentence.inference import load_model
 from cn3.sentence.resolve import resolve_config
 from cn3.train.trainer import Trainer, train
+from cn3.util.errors import RunError
 from data_prep.prepare import PrepareSettings, prepare
 
 real_fit = Trainer.fit
@@ -80,7 +81,7 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch,
         common.append("model.context=cnn")
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=19"])  # stops mid-epoch 1 (25 batches)
-    with pytest.raises(ConfigError, match="--resume"):
+    with pytest.raises(RunError, match="--resume"):
         run("trec", data, tmp_path / "b", common)
     resumed = run("trec", data, tmp_path / "b", common, resume=True)
     assert resumed["scores"] == straight["scores"]
