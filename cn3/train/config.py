@@ -1,6 +1,6 @@
-"""The settings every training run shares (the ``train`` section of both kinds of config), beside
-the configs rather than inside the training loop: a config module reads them without importing the
-loop (:mod:`cn3.loop` runs them)."""
+"""The settings every training run shares (the ``train`` section of both kinds of config), apart from
+the trainer that runs them (:mod:`cn3.train.trainer`), so that a config module reads them without
+importing it."""
 
 from __future__ import annotations
 
