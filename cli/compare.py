@@ -15,7 +15,7 @@ from cn3.util.console import console
 
 def compare_command(
     run_a: Path = typer.Argument(..., help="Run A: a directory from `cn3 train` or `cn3 nmt train` "
-                                 "(cn3 0.3 or later)."),
+                                 "that kept its predictions."),
     run_b: Path = typer.Argument(..., help="Run B, scored on the same items."),
     split: str = typer.Option("test", "--split", help="The split both runs scored (RUN/predictions/<split>.json.xz), "
                               "e.g. test, dev, or test2016 for translation."),
@@ -26,7 +26,7 @@ def compare_command(
 ) -> None:
     """Compare two runs on the same items: A's score minus B's, its 95% interval and a two-sided p-value.
 
-    Reads each run's predictions (RUN/predictions/, kept by cn3 0.3 and later), checks
+    Reads each run's predictions (RUN/predictions/), checks
     that both runs scored the same items (same gold, item by item), and runs a paired test:
     approximate randomization (Riezler & Maxwell, 2005; exact when every swap can be enumerated) for
     accuracy, span F1 and token accuracy, computed as `cn3 evaluate` computes them; sacreBLEU's

@@ -132,7 +132,7 @@ def _decode(payload, kind: str, path: Path) -> tuple[list, list]:
 
 
 def _read_jsonl(path: Path, kind: str) -> tuple[list, list]:
-    """A file of cn3 0.3-0.9: one ``{"i", "gold", "pred"}`` per line (gzipped above 1 MB)."""
+    """The line-per-item format: one ``{"i", "gold", "pred"}`` per line (gzipped above 1 MB)."""
     gold, pred = [], []
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:
@@ -183,7 +183,7 @@ def read_results(run: str | Path) -> dict:
 
 def split_scores(results: dict) -> dict[str, dict]:
     """``results.json["scores"]``, each split's entry holding ``metric`` and ``score`` (higher is better).
-    Translation runs of cn3 before 0.10 wrote ``{"bleu": x, ...}``: read as ``{"metric": "bleu", "score": x}``."""
+    A score written as ``{"bleu": x, ...}`` is read as ``{"metric": "bleu", "score": x}``."""
     out = {}
     for split, entry in (results.get("scores") or {}).items():
         if "score" not in entry and "bleu" in entry:
@@ -198,7 +198,7 @@ def finished(run: str | Path) -> bool:
 
 
 def load_predictions(run: str | Path, split: str) -> Predictions:
-    """Read a run's predictions on ``split`` (written by cn3 0.3 and later).
+    """Read a run's predictions on ``split``.
 
     ``RUN/results.json`` maps ``"predictions"`` → split → ``{"path", "items", "metric", "tag_scheme",
     "task"}``; the file is ``<split>.json.xz`` (or an earlier version's ``<split>.jsonl[.gz]``). gold/pred

@@ -19,7 +19,7 @@ from cn3.train.runtime import plain_rng_state, set_rng_state
 from cn3.util.atomic import atomic_write
 from cn3.util.errors import RunError
 
-#: What checkpoints of cn3 0.3.0 and earlier pickled besides tensors and plain data: NumPy's RNG
+#: What the older checkpoints pickled besides tensors and plain data: NumPy's RNG
 #: key array (under NumPy 2's and NumPy 1's module names). Reading those few globals runs no code
 #: of the file's choosing, so :func:`upgrade_checkpoint` converts such checkpoints without trust.
 LEGACY_GLOBALS = {"numpy._core.multiarray._reconstruct": np._core.multiarray._reconstruct,
@@ -42,7 +42,7 @@ def load_checkpoint(path: str | Path) -> dict:
     loaded into it.
 
     Raises:
-        RunError: on a file that is not a checkpoint; on one written by cn3 0.3.0 or earlier,
+        RunError: on a file that is not a checkpoint; on an older one that pickled NumPy's RNG state,
             naming the command that converts it; on one that carries pickled objects, refused.
     """
     path = Path(path)
@@ -83,7 +83,7 @@ def upgrade_checkpoint(path: str | Path, trust: bool = False) -> bool:
     """Rewrite the checkpoint ``path`` in the plain forms :func:`load_checkpoint` reads, atomically;
     ``False`` when it is plain already.
 
-    A checkpoint of cn3 0.3.0 or earlier (NumPy's RNG state) is read without running code from it.
+    An older checkpoint (NumPy's RNG state pickled) is read without running code from it.
     One carrying other pickled objects is read with ``weights_only=False``, which runs whatever the
     file's pickle calls, only with ``trust``; without it, a RunError.
 
