@@ -14,7 +14,9 @@ from cn3.layers.packed import run_packed
 
 
 class BiLSTMContext(nn.Module):
-    """Packed bidirectional LSTM. Shapes: ``x (B, N, d_in)``, ``mask (B, N)`` -> ``(B, N, 2*hidden)``."""
+    """Bidirectional LSTM over each row's real tokens (:func:`cn3.layers.packed.run_packed`: packed in CPU
+    eager mode, elsewhere padded without host reads; the same result). Shapes: ``x (B, N, d_in)``,
+    ``mask (B, N)`` -> ``(B, N, 2*hidden)``."""
 
     def __init__(self, in_dim: int, hidden: int, layers: int = 1, dropout: float = 0.0):
         super().__init__()

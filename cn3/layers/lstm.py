@@ -45,3 +45,34 @@ class LSTM(nn.LSTM):
             with torch.autocast("cpu", enabled=False):
                 return super().forward(_float(input), None if hx is None else _float(hx))
         return super().forward(input, hx)
+
+
+_DIRECTION_CALLS = {"LSTM": torch._VF.lstm, "GRU": torch._VF.gru, "RNN_TANH": torch._VF.rnn_tanh,
+                    "RNN_RELU": torch._VF.rnn_relu}
+
+
+def run_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, reverse: bool) -> torch.Tensor:
+    """One layer and direction of a ``batch_first`` ``rnn`` as a unidirectional call from zero states
+    on that direction's own weights (``weight_ih_l{layer}[_reverse]``, ...): the same operator
+    ``nn.LSTM`` calls (cuDNN on CUDA), over ``x`` read left to right.
+
+    Shapes: ``x (B, N, d_in)`` -> ``(B, N, hidden)`` (``proj_size`` where an LSTM has one). Under CPU
+    bf16 autocast without a oneDNN bf16 LSTM it runs in float32, as :class:`LSTM` does.
+
+    WHY torch's ``_VF`` call rather than a module: the direction's weights stay those of ``rnn``, so
+    the parameters, their initialisation and the state-dict keys do not change.
+    """
+    suffix = f"_l{layer}" + ("_reverse" if reverse else "")
+    weights = [getattr(rnn, name) for name in rnn._flat_weights_names if name.endswith(suffix)]
+    batch = x.shape[0]
+    real_hidden = rnn.proj_size if getattr(rnn, "proj_size", 0) > 0 else rnn.hidden_size
+    if (rnn.mode == "LSTM" and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not cpu_bf16_lstm_supported()):
+        with torch.autocast("cpu", enabled=False):
+            return run_direction(rnn, x.float(), layer, reverse)
+    h0 = x.new_zeros(1, batch, real_hidden)
+    call = _DIRECTION_CALLS[rnn.mode]
+    if rnn.mode == "LSTM":
+        hx = (h0, x.new_zeros(1, batch, rnn.hidden_size))
+        return call(x, hx, weights, rnn.bias, 1, 0.0, rnn.training, False, True)[0]
+    return call(x, h0, weights, rnn.bias, 1, 0.0, rnn.training, False, True)[0]
