@@ -15,6 +15,7 @@ from cli.nmt import nmt_app
 from cli.plot import plot_command
 from cli.prepare import prepare_command, tasks_command
 from cli.probe import compare_probes_command, probe_command
+from cli.serve import serve_command
 from cli.train import evaluate_command, predict_command, train_command
 from cli.visualize import visualize_app
 
@@ -31,6 +32,7 @@ app.command("encoders")(encoders_command)
 app.command("train")(train_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
+app.command("serve")(serve_command)
 app.command("compare")(compare_command)
 app.command("plot")(plot_command)
 app.command("probe")(probe_command)
