@@ -217,12 +217,15 @@ def predict_command(
                               help="One text per line (pairs: premise<TAB>hypothesis); JSONL goes to stdout."),
     embeddings: Path = typer.Option(None, "--embeddings", exists=True, dir_okay=False, help=EMBEDDINGS_HELP),
     no_vectors: bool = typer.Option(False, "--no-vectors", help=NO_VECTORS_HELP),
+    pretokenized: bool = typer.Option(False, "--pretokenized", help="The text is already split into tokens: "
+                                      "split on whitespace only and keep every token as given."),
     device: Device = typer.Option(Device.auto, "--device"),
 ) -> None:
     """Label new text with a trained run: a class per text, or a tag per token.
 
     Text is split into tokens as the run's task files are (SNLI: "does n't"; MR, SUBJ, SICK: "doesn't";
-    custom: on spaces), and the tokens are printed with each label.
+    custom: on spaces), and the tokens are printed with each label. --pretokenized splits on
+    whitespace only, so tokens stay as given (a CoNLL line's "1." stays one token and its tags line up).
 
     One JSON line per text. Sentence and pair tasks: "label" and "probs", every class's softmax
     probability ({label: p}, most likely first, so "label" is its first key). Tagging tasks: "tags"
@@ -253,10 +256,10 @@ def predict_command(
         level = loaded.manifest["level"]
         if file is not None:
             lines = [line for _, line in read_lines(file)]
-            examples = text_examples(lines, loaded.manifest, str(file))
+            examples = text_examples(lines, loaded.manifest, str(file), pretokenized)
         elif texts:
             joined = ["\t".join(texts)] if level == "pair" else texts
-            examples = text_examples(joined, loaded.manifest)
+            examples = text_examples(joined, loaded.manifest, pretokenized=pretokenized)
         else:
             raise typer.BadParameter("give a text or --file")
         vectors, _ = run_vectors(loaded.manifest, embeddings, use=not no_vectors)

@@ -186,15 +186,18 @@ def run_vectors(manifest: dict, embeddings: Path | None = None, use: bool = True
                       "--no-vectors to read every word outside the run's vocabulary as <unk>")
 
 
-def text_examples(texts: list[str], manifest: dict, source: str = "<argument>") -> list[Example]:
+def text_examples(texts: list[str], manifest: dict, source: str = "<argument>",
+                  pretokenized: bool = False) -> list[Example]:
     """Examples from raw strings: one sentence each, or for pair tasks a premise/hypothesis pair
     separated by a TAB (in files) or given as two strings. Each sentence is split into tokens as the
     run's task files are (``TaskSpec.tokenize_text``: e.g. MR keeps ``doesn't`` whole, SNLI splits it),
     and keeps the tree it carries itself where the task has one (``TaskSpec.text_heads``: a formula's
-    brackets)."""
+    brackets). ``pretokenized``: split on whitespace only, every token kept exactly as given (a
+    CoNLL line's "1." stays one token, so its tags line up with the words given)."""
     from data_prep.tasks import text_tokenizer, text_tree
 
-    level, tokenize, tree = manifest["level"], text_tokenizer(manifest["task"]), text_tree(manifest["task"])
+    level, tree = manifest["level"], text_tree(manifest["task"])
+    tokenize = str.split if pretokenized else text_tokenizer(manifest["task"])
     examples = []
     for number, text in enumerate(texts, start=1):
         sides = text.split("\t") if level == "pair" else [text]

@@ -90,6 +90,32 @@ def test_tagging_marginals(runs):
     assert any(len(m) < len(labels) for m in marginals)  # the cut did leave unlikely tags out
 
 
+def test_pretokenized_keeps_the_tokens_as_given(runs, tmp_path):
+    """A CoNLL-2003 line: the task's tokenizer splits "1." in two, so five words get six tags;
+    --pretokenized keeps the five words, and a tag for each, from the argument and from --file alike."""
+    line = "1. Obama visited Paris ."
+    (split,) = predict_records(runs["conll2000"], line)
+    assert split["tokens"] == ["1", ".", "Obama", "visited", "Paris", "."]
+    (kept,) = predict_records(runs["conll2000"], line, "--pretokenized")
+    assert kept["tokens"] == ["1.", "Obama", "visited", "Paris", "."]
+    assert len(kept["tags"]) == len(kept["marginals"]) == 5
+    text = tmp_path / "lines.txt"
+    text.write_text("1.  Obama visited Paris .\nU.S.-based  don't\n", encoding="utf-8")
+    from_file, other = predict_records(runs["conll2000"], "--file", text, "--pretokenized")
+    assert from_file == kept  # the same words, whatever the whitespace: the same tags
+    assert other["tokens"] == ["U.S.-based", "don't"] and len(other["tags"]) == 2
+
+
+def test_pretokenized_pairs_split_on_the_tab_then_on_whitespace():
+    from cn3.sentence.inference import text_examples
+
+    manifest = {"level": "pair", "task": "snli"}
+    (example,) = text_examples(["A dog's toy .\tIt isn't"], manifest, pretokenized=True)
+    assert [s.tokens for s in example.sentences] == [["A", "dog's", "toy", "."], ["It", "isn't"]]
+    (example,) = text_examples(["A dog's toy .\tIt isn't"], manifest)
+    assert [s.tokens for s in example.sentences] == [["A", "dog", "'s", "toy", "."], ["It", "is", "n't"]]
+
+
 
 def test_pair_record_keeps_both_sentences():
     """Pairs print the same ``probs`` as sentences, with the two token lists (no training needed)."""
