@@ -33,6 +33,7 @@ from cn3.nmt.inference import load_run, score_pairs
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.runs.layout import RunDir
 from cn3.train.bucketing import bucketed_batches, epoch_seed
+from cn3.train.compiled import use_compile
 from cn3.train.distributed import World
 from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.train.optim import make_optimizer
@@ -111,6 +112,7 @@ class TranslationTask:
         t = cfg.train
         self.cfg, self.tok, self.device = cfg, tok, device
         self.train_data, self.val_data, self.val_pairs = train_data, val_data, val_pairs
+        use_compile(t.compile, device, "translation runs train eager (their batches are cut by tokens)")
         seed_everything(t.seed)
         self.args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
         self.model = self.evaluated = Seq2Seq(cfg.model, self.args).to(device)

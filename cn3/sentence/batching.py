@@ -71,6 +71,19 @@ class GraphBatch:
     def __len__(self) -> int:
         return self.y.shape[0]
 
+    def width(self) -> int:
+        """The longest side's positions (a shape: read without touching the device)."""
+        return max(self.a.mask.shape[1], self.b.mask.shape[1] if self.b is not None else 0)
+
+    def padded_to(self, width: int) -> GraphBatch:
+        """Every side (and tag labels) padded with padding positions up to ``width`` (``>=`` :meth:`width`):
+        masked like any padding, so no score changes; on the batch's device, without waiting for it."""
+        def side(s: SideBatch | None) -> SideBatch | None:
+            return None if s is None else SideBatch(**{f.name: (_pad(f.name, v, width) if v is not None else None)
+                                                       for f in fields(s) for v in [getattr(s, f.name)]})
+        return GraphBatch(side(self.a), side(self.b), _pad("y", self.y, width) if self.y.dim() == 2 else self.y,
+                          self.index)
+
 
 def _dense_side(t: dict, side: str, index: Tensor) -> tuple[SideBatch, Tensor, Tensor]:
     """One side of the items ``index`` gathered straight from the columnar store and densified with

@@ -18,6 +18,7 @@ from cn3.sentence.prepared import prepared_path
 from cn3.train.adversarial import EmbeddingAdversary
 from cn3.train.averaging import ema_state, make_ema
 from cn3.train.bucketing import bucketed_batches, epoch_seed
+from cn3.train.compiled import CompiledForward, bucket_length, recompile_limit, use_compile
 from cn3.train.distributed import World
 from cn3.train.kinds import SENTENCE_CHECKPOINT
 from cn3.train.optim import make_optimizer
@@ -49,7 +50,9 @@ class SentenceTask:
         seed_everything(t.seed)
         self.args = model_args_from_dataset(ds)
         self.model = SentenceGraphModel(cfg.model, self.args, ds.embeddings).to(device)
-        self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay)
+        compiled = use_compile(t.compile, device, "the adversarial loss hooks the embeddings" if t.adversarial else None)
+        self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay,
+                                        fused=compiled and device.type == "cuda")
         self.ema = make_ema(self.model, t.ema)
         self.scaler = make_scaler(t.precision, device)
         self.evaluated = self.ema.module if self.ema is not None else self.model
@@ -61,6 +64,7 @@ class SentenceTask:
         # the batch loader's collation; not a bound method, which would take the model to spawned workers
         self.collate = (DeviceBatches(self.train_set, device) if self.device_collate
                         else partial(make_batch, self.train_set))
+        self.compiled = CompiledForward(self._loss, device, recompile_limit(max(self.lengths))) if compiled else None
 
     def batches(self, epoch: int) -> list:
         t = self.cfg.train
@@ -70,8 +74,17 @@ class SentenceTask:
     def count(self, indices) -> int:
         return len(indices)  # the loss is a mean over items
 
+    def _loss(self, batch: GraphBatch) -> torch.Tensor:
+        """The training loss of ``batch`` (what ``train.compile`` compiles)."""
+        with autocast(self.device, self.cfg.train.precision):
+            return self.model(batch).loss
+
     def forward_backward(self, batch: GraphBatch, count: int, weight=1.0) -> torch.Tensor:
         batch = batch.to(self.device)
+        if self.compiled is not None:  # static shapes: positions padded up to a bucket
+            loss = self.compiled(batch.padded_to(bucket_length(batch.width())))
+            (loss * weight).backward()  # weight outside the graph: a changing float would recompile it
+            return loss.detach().double() * count
         losses = []
 
         def forward():
@@ -170,6 +183,7 @@ def build_task(cfg: RunConfig, run: RunDir, config_dict: dict, world: World, res
     task = SentenceTask(cfg, ds, device, vocab_dict, command)
     processes = f", {world.size} processes" if world.active else ""
     gathered = ", batches gathered on the device" if task.device_collate else ""
+    compiled = ", step compiled" if task.compiled is not None else ""
     what = (f"{cfg.model.encoder} on {ds.manifest['task']} ({task.model.n_parameters():,} parameters, "
-            f"device {device}{processes}{gathered})")
+            f"device {device}{processes}{gathered}{compiled})")
     return task, what

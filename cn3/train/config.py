@@ -51,6 +51,12 @@ class LoopConfig:
             ``DEVICE_BATCHES_MIB`` there; ``true`` asks for it on any device (on CPU it trades the
             padded split's memory for faster collation). Changes nothing that is computed;
             translation batches are always built on the host.
+        compile: sentence tasks: the training forward, loss and backward compiled with
+            ``torch.compile`` over batches padded to length buckets (:mod:`cn3.train.compiled`; CUDA
+            graphs on CUDA). ``auto``: on CUDA, off on the CPU (where compiling costs more than it
+            saves); ``on`` (YAML reads it as ``true``) or ``off`` (``false``) force it. The eager step
+            is the reference: compiled training gives its losses and gradients to rounding.
+            Translation runs, and runs with ``adversarial``, train eager (``on`` is an error there).
     """
 
     seed: int = 1
@@ -67,6 +73,7 @@ class LoopConfig:
     loader_workers: int | None = None
     deterministic: bool = False
     device_batches: bool | None = None
+    compile: bool | Literal["auto"] = "auto"
 
     def validate(self) -> None:
         if self.epochs < 1:

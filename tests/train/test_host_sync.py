@@ -30,9 +30,13 @@ update count towards it. Evaluation and the final report read predictions by des
 counted. The counting sees the calls made by Python code (the loop, the trainers, the models'
 ``forward``, torch's optimizers and scaler), not those inside one torch operator.
 
-The models are chosen free of syncs of their own (CN3 with the CNN context: the LSTM context packs
-sequences by their lengths on the host; a Transformer encoder), so that what is counted is the
-loop's.
+The models: CN3 with the CNN context, and with the BiLSTM context on the padded path a CUDA run takes
+(:func:`cn3.layers.packed.run_packed`; packing, the CPU eager default, reads the lengths on the host
+once per recurrent layer and update); a Transformer encoder. The Tree-LSTM, which walks each tree's
+levels on the host by design, is the one encoder that reads the device inside its step.
+
+On CUDA, :func:`test_a_cuda_step_never_waits` runs training steps under
+``torch.cuda.set_sync_debug_mode("error")``, which raises at any synchronising call.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
+import cn3.layers.packed
 import cn3.train.trainer
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
@@ -184,15 +189,17 @@ def check(calls: DeviceCalls, log_every: int, tolerated: str | None = None) -> N
         assert len(ours) <= allowed, f"update {u} ({'quiet' if u in quiet else 'logged'}): {Counter(ours)}"
 
 
-@pytest.mark.parametrize("ema, adversarial, precision, device_batches", [
-    (0.0, 0.0, "fp32", False), (0.9, 0.05, "fp32", False), (0.0, 0.0, "fp16", False), (0.0, 0.0, "fp32", True)])
+@pytest.mark.parametrize("ema, adversarial, precision, device_batches, context", [
+    (0.0, 0.0, "fp32", False, "cnn"), (0.9, 0.05, "fp32", False, "cnn"), (0.0, 0.0, "fp16", False, "cnn"),
+    (0.0, 0.0, "fp32", True, "cnn"), (0.0, 0.0, "fp32", True, "lstm")])
 def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkeypatch, ema, adversarial, precision,
-                                                          device_batches):
+                                                          device_batches, context):
     if precision == "fp16":  # the loss scaler's path on CPU (as tests/train/test_trainer.py's resume test)
         monkeypatch.setattr("cn3.train.runtime.FP16_DEVICE_TYPES", {"cuda", "cpu"})
+    monkeypatch.setattr("cn3.layers.packed.padded_by_default", lambda x: True)  # the path a CUDA run takes
     counters = watch(monkeypatch)
     cfg = resolve_config("trec", None, {"data.prepared": trec},
-                         [*TINY, "model.context=cnn", "train.num_threads=1", "data.limit=200", "train.epochs=2",
+                         [*TINY, f"model.context={context}", "train.num_threads=1", "data.limit=200", "train.epochs=2",
                           "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
                           f"train.adversarial={adversarial}", f"train.precision={precision}",
                           f"train.device_batches={str(device_batches).lower()}"])
@@ -209,3 +216,45 @@ def test_translation_updates_wait_for_the_device_only_to_log(tmp_path, monkeypat
     counters = watch(monkeypatch)
     cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=4)
+
+
+@pytest.mark.slow
+def test_packing_reads_the_lengths_once_per_update(trec, tmp_path, monkeypatch):
+    """The count the padded path removes: packing (the CPU eager default) reads the lengths on the host
+    at every update, one read more than the loop's own."""
+    monkeypatch.setattr("cn3.layers.packed.padded_by_default", lambda x: False)
+    counters = watch(monkeypatch)
+    cfg = resolve_config("trec", None, {"data.prepared": trec},
+                         [*TINY, "train.num_threads=1", "data.limit=200", "train.epochs=1", "train.batch_size=16",
+                          "train.log_every=5", "train.device_batches=true"])
+    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    calls = counters[0]
+    packed = str(Path(cn3.layers.packed.__file__))
+    for u in range(1, calls.update + 1):
+        assert sum(c[0] == packed for c in calls.calls[u]) == 1, (u, calls.calls[u])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: set_sync_debug_mode watches CUDA syncs")
+@pytest.mark.parametrize("compile_step", ["off", "on"])
+def test_a_cuda_step_never_waits(trec, compile_step):
+    """Updates of CN3 with its BiLSTM context on CUDA (batches gathered on the device) under
+    ``set_sync_debug_mode("error")``: any wait for the device raises. The first updates, which set up
+    cuDNN, cuBLAS and (compiled) the CUDA graphs, run before it is switched on."""
+    from cn3.sentence.task import SentenceTask
+    from data_prep.dataset import load_prepared
+
+    cfg = resolve_config("trec", None, {"data.prepared": trec},
+                         [*TINY, "train.device_batches=true", f"train.compile={compile_step}"])
+    ds = load_prepared(trec)
+    ds.splits = {name: split.spread(200) for name, split in ds.splits.items()}
+    task = SentenceTask(cfg, ds, torch.device("cuda"), {})
+    batches = [task.collate(indices) for indices in task.batches(0)[:6]]
+    for batch in batches * 3:  # CUDA graphs: a warm-up run, the recording, a replay for each shape
+        cn3.train.trainer.train_step(task, batch, len(batch), 1.0, 0.5, 5.0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        total = sum(cn3.train.trainer.train_step(task, b, len(b), 1.0, 0.5, 5.0) for b in batches)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert math.isfinite(float(total))
