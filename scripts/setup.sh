@@ -19,3 +19,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -n
     } >.venv/setup.log 2>&1 || { tail -n 30 .venv/setup.log >&2; exit 1; }
     touch "$stamp"
 fi
+# The browser tests of cn3 serve (tests/serve/test_browser.py) drive Debian's chromium through its
+# chromedriver. Installed only as root where apt-get exists (as in CI); elsewhere nothing is done and
+# those tests skip, saying what is missing.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        mkdir -p .venv
+        echo "setup: installing chromium and chromium-driver (log: .venv/chromium.log)" >&2
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+            chromium chromium-driver; } >.venv/chromium.log 2>&1 ||
+            { tail -n 20 .venv/chromium.log >&2; echo "setup: chromium not installed; the browser tests will skip" >&2; }
+    fi
+fi
