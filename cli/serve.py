@@ -12,8 +12,8 @@ from cn3.util.console import console
 
 
 def serve_command(
-    runs: list[Path] = typer.Argument(..., help="Run directories (cn3 train, cn3 nmt train) or a grid directory "
-                                      "(cn3 experiment run --out: its finished runs and its report)."),
+    runs: list[Path] = typer.Argument(..., metavar="RUN", help="Run directories (cn3 train, cn3 nmt train) or a grid "
+                                      "directory (cn3 experiment run --out: its finished runs and its report)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but 127.0.0.1/localhost "
                              "lets other machines read the runs (a warning is printed)."),
     port: int = typer.Option(8008, "--port", min=0, max=65535, help="Port; 0 picks a free one."),

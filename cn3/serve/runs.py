@@ -118,21 +118,19 @@ def _vectors(served: ServedRun):
 
 
 def _depth(served: ServedRun) -> tuple[int, int]:
-    """``(layers, heads)`` of the matrices a view sends, read from one forward pass over one word."""
+    """``(layers, most heads of a layer)`` of the matrices a view sends, from a view of one word (which
+    also warms the model up)."""
+    from cn3.serve.views import sentence_view, translation_view
+
     if served.graph is None:
         return 0, 1
-    model = served.model.model
     if served.kind == "translation":
-        from cn3.nmt.data import EOS
-
-        with torch.no_grad():
-            _, _, info = model.encode(torch.tensor([[EOS]], device=served.device))
-        return len(info.get("alphas") or []), 1
-    from cn3.serve.views import sentence_view
-
-    text = ["a", "a"] if served.manifest["level"] == "pair" else "a"
-    layers = sentence_view(served, text, pretokenized=True, max_words=1)["sides"][0]["layers"]  # also a warm-up
-    return len(layers), len(layers[0]["heads"]) if layers else 1
+        view = translation_view(served, "a", max_words=1)
+    else:
+        text = ["a", "a"] if served.manifest["level"] == "pair" else "a"
+        view = sentence_view(served, text, pretokenized=True, max_words=1)
+    layers = view["sides"][0]["layers"]
+    return len(layers), max((len(layer["heads"]) for layer in layers), default=1)
 
 
 def is_run(path: Path) -> bool:

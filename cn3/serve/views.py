@@ -8,9 +8,12 @@ in ``info["alphas"]`` (one matrix per layer) as ``cn3 analyze graphs`` does:
 * ``cn3`` graph: CN3's learned edges ``alpha_ik`` per graph layer, per energy head when
   ``model.energy_heads > 1`` (``info["head_alphas"]``), with the update gate per word.
 * ``attention`` graph: every encoder with a :attr:`~cn3.encoders.registry.EncoderSpec.attention`
-  kind (Transformer, hybrid, local, SelfAtt1/2, LSTMN, ON-LSTM+SAN, ...): one matrix per layer, the
-  mean over its attention heads as the encoder returns it. SelfAtt1's rows are its ``r`` annotation
-  hops, not words (``"rows": "hops"``); a causal encoder's first row reads no word (all zeros).
+  kind (Transformer, hybrid, local, SelfAtt1/2, LSTMN, ON-LSTM+SAN, ...): per layer, each head of a
+  vanilla multi-head attention layer (captured while the encoder runs, :func:`attention_heads`, and
+  matched to the layer by their mean, which is what the encoder returns); a layer whose heads are
+  not captured (the hybrid and local windowed layers, single-head attention) sends its one mean
+  matrix. SelfAtt1's rows are its ``r`` annotation hops, not words (``"rows": "hops"``); a causal
+  encoder's first row reads no word (all zeros).
 * no graph (LSTM, CNN, bag of words, Tree-LSTM): the prediction only, ``layers`` empty.
 
 A translation run's view holds the source pieces, the encoder's self-attention per layer, the
@@ -157,8 +160,19 @@ def layer_json(l: int, heads: np.ndarray, gate: np.ndarray | None, keys: np.ndar
             "tree_marks": tree_marks(mean, parse) if word_rows else []}
 
 
-def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, cn3_gates: bool) -> dict:
-    """One sentence of the input with its layers (row 0 of the encoder's ``info``, cut to its words)."""
+def _heads_of(alpha, captured: list):
+    """The captured per-head weights ``(1, H, N, N)`` whose mean over heads is ``alpha (1, N, N)``, or None."""
+    for weights in captured:
+        if weights.shape[0] == alpha.shape[0] and weights.shape[2:] == alpha.shape[1:] and \
+                torch.allclose(weights.float().mean(1), alpha.float(), atol=1e-5):
+            return weights
+    return None
+
+
+def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, cn3_gates: bool,
+              captured: list = ()) -> dict:
+    """One sentence of the input with its layers (row 0 of the encoder's ``info``, cut to its words);
+    ``captured``: per-head weights recorded by :func:`attention_heads`."""
     from cn3.analysis.graphs import visible_keys
 
     n = len(sentence.tokens)
@@ -172,8 +186,9 @@ def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, 
     gates = info.get("gates") or []
     for l, alpha in enumerate(info["alphas"]):
         rows = n if kind != "annotation" else alpha.shape[1]
-        if "head_alphas" in info:
-            heads = info["head_alphas"][l][0, :, :n, :n].float().cpu().numpy()  # (H, n, n)
+        per_head = info["head_alphas"][l] if "head_alphas" in info else _heads_of(alpha, captured)
+        if per_head is not None:
+            heads = per_head[0, :, :n, :n].float().cpu().numpy()  # (H, n, n)
         else:
             heads = alpha[0, :rows, :n].float().cpu().numpy()[None]  # (1, rows, n)
         gate = gates[l] if l < len(gates) else None
@@ -211,7 +226,8 @@ def sentence_view(served, text, pretokenized: bool, max_words: int) -> dict:
     for sentence in examples[0].sentences:
         check_length(sentence.tokens, max_words)
     new = examples_dataset(examples, loaded.vocabs, manifest, with_labels=False, vectors=served.vectors)
-    batch, out, _ = next(iter(scored_batches(loaded.model, new.dataset, served.device)))
+    with attention_heads(loaded.model) as captured:
+        batch, out, _ = next(iter(scored_batches(loaded.model, new.dataset, served.device)))
     with torch.no_grad():
         probs = probabilities(loaded.model, batch, out)[0].float().cpu().numpy()
     labels = loaded.vocabs["labels"].itos
@@ -220,7 +236,7 @@ def sentence_view(served, text, pretokenized: bool, max_words: int) -> dict:
     kind = served.graph and attention_kind(loaded.config.model.encoder)
     windows = local_windows(loaded.model) if served.graph else []
     infos = [out.info.get(key) if served.graph else None for key in "ab"]
-    view_sides = [side_json(name, s, info, kind, windows, served.graph == "cn3")
+    view_sides = [side_json(name, s, info, kind, windows, served.graph == "cn3", captured)
                   for name, s, info in zip(SIDE_NAMES[level], sentences, infos)]
     if level == "tagging":
         n = len(sentences[0].tokens)
@@ -230,6 +246,36 @@ def sentence_view(served, text, pretokenized: bool, max_words: int) -> dict:
         prediction = {"label": labels[int(out.pred[0])], "probs": dict(zip(labels, rounded(probs)))}
     return {"level": level, "prediction": prediction, "sides": view_sides, "translation": None,
             "annotation": new.annotation, "truncated": bool(new.truncated)}
+
+
+@contextmanager
+def attention_heads(module):
+    """Record the per-head weights ``(B, H, Nq, Nk)`` of every vanilla
+    :class:`~cn3.layers.transformer.MultiHeadAttention` in ``module`` while in the block (the
+    encoders return only their mean): yields the list they are appended to, one per call.
+
+    Wraps ``attend_heads`` on these instances only, computing what it computes (the energy
+    ``q k^T``, then :func:`cn3.layers.attention.attention`) with the weights kept; subclasses (the
+    hybrid and local layers) are left alone."""
+    from cn3.layers.attention import attention
+    from cn3.layers.transformer import MultiHeadAttention
+
+    captured: list = []
+    wrapped = [m for m in module.modules() if type(m) is MultiHeadAttention]
+    for m in wrapped:
+        def recording(q, k, v, key_mask=None, band=None, need_weights=False, _m=m):
+            out, weights = attention(q @ k.transpose(-1, -2), v, key_mask, band, dropout_p=_m.dropout,
+                                     training=_m.training)
+            captured.append(weights.detach())
+            out = _m.out_proj(_m.merge(out))
+            return (out, weights.mean(1)) if need_weights else out
+
+        m.attend_heads = recording
+    try:
+        yield captured
+    finally:
+        for m in wrapped:
+            del m.attend_heads  # the class's method again
 
 
 @contextmanager
@@ -274,14 +320,15 @@ def translation_view(served, text, max_words: int) -> dict:
     src = torch.tensor([ids], device=device)
     with torch.no_grad():
         hyp = [i for i in greedy_search(model, src)[0] if i != EOS]
-        memory, mask, info = model.encode(src)
+        with attention_heads(model.encoder) as captured:
+            memory, mask, info = model.encode(src)
         with cross_attention(model) as weights:
             model.decode(torch.tensor([[BOS] + hyp], device=device), memory, mask)
     targets = [tok.tgt.id_to_piece(i) for i in hyp] + ["</s>"]
     gates = [g for g in (info.get("gates") or []) if g is not None]
     local_gate = rounded(torch.stack([g[0].float().mean(0) for g in gates]).mean(0).cpu()) if gates else None
 
-    side = side_json("source", Sentence(pieces), info, "graph", local_windows(model), cn3_gates=False)
+    side = side_json("source", Sentence(pieces), info, "graph", local_windows(model), False, captured)
     translation = tok.decode_tgt([hyp])[0]
     return {"level": None, "prediction": {"translation": translation}, "sides": [side],
             "translation": {"source_tokens": pieces, "target_tokens": targets,
