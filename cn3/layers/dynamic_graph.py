@@ -35,8 +35,12 @@ translation; ``auto``: :func:`choose_impl`):
 
 * ``blockwise`` (:mod:`cn3.layers.blockwise_energy`): blocks of query rows of about 8 MB.
 * ``dense``: the same autograd Function with blocks of :data:`~cn3.layers.blockwise_energy.DENSE_ELEMENTS`.
-* ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and one backward for all
-  heads, memory O(B N (d + e)); on CPU tensors only under Triton's interpreter.
+* ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and two backward passes for
+  all heads (a ``torch.library`` op: ``torch.compile`` traces through it), memory O(B N (d + e)); on
+  CPU tensors only under Triton's interpreter.
+
+All three run behind one function, :func:`cn3_attention`, which :class:`DynamicGraphLayer` and
+:class:`cn3.nn.DenseCN3Conv` both call.
 
 ``alpha`` is the only O(B N^2) output: ``need_alpha=False`` returns None in its place, which lets the
 fused path skip writing it.
@@ -50,7 +54,7 @@ import torch
 from torch import Tensor, nn
 
 from cn3.layers.attention import gated_mix
-from cn3.layers.blockwise_energy import DENSE_ELEMENTS, additive_attention, default_block_rows
+from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, additive_attention, default_block_rows
 
 #: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
 IMPLS = ("auto", "blockwise", "dense", "fused")
@@ -89,6 +93,99 @@ def choose_impl(impl: str, device: torch.device, width: int = 0, length: int = 0
             and length <= FUSED_MAX_LENGTH):
         return "fused"
     return "dense"
+
+
+
+def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: Tensor,
+                  edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
+                  pair_vecs: Tensor | None = None, keys: Tensor | None = None, impl: str = "auto",
+                  need_alpha: bool = True, block_rows: int | None = None) -> tuple[Tensor, Tensor | None]:
+    """CN3's energy, softmax and messages for ``H`` heads on the path :func:`choose_impl` picks: the
+    one function behind :class:`DynamicGraphLayer` and :mod:`cn3.nn`'s dense layer.
+
+    ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ edge_vecs^h[t_ik]] [+ pair_vecs^h_ik])``,
+    ``alpha^h_ik = softmax_k(s^h_ik)`` over the allowed keys (``mask_k`` and ``keys_ik``),
+    ``out_i = concat_h sum_k alpha^h_ik values_k[slice_h]``; head ``h`` owns columns
+    ``h e/H : (h+1) e/H`` of the projections and slice ``h d/H : (h+1) d/H`` of the values.
+
+    Args:
+        query, key: ``(B, N, e)`` per-node projections ``q_i``, ``k_k``.
+        u: ``(H, e/H)``.
+        values: ``(B, N, d)``; ``H`` divides ``d``.
+        mask: ``(B, N)`` bool, True at real nodes (padded queries get zero weights).
+        edge_vecs, edge_type: ``(T, e)`` one vector per edge type and ``(B, N, N)`` long in ``[0, T)``,
+            or both None.
+        pair_vecs: ``(B, N, N, e)`` float, one energy term per pair (projected edge features), or None.
+        keys: ``(B, N, N)`` bool, True where query ``i`` may attend key ``k``, or None (every real key).
+            A query with no allowed key gets all-zero weights and a zero output.
+        impl: one of :data:`IMPLS`. The fused kernel serves neither ``pair_vecs`` nor ``keys``: with
+            either, ``fused`` (given or chosen) runs the dense path instead.
+        need_alpha: the fused path returns None for ``alpha`` without it (the others always return it).
+        block_rows: query rows per block on the PyTorch paths; None picks by size.
+
+    Shapes:
+        returns ``out (B, N, d)`` and ``alpha (B, H, N, N)`` (or None, see ``need_alpha``).
+    """
+    heads = u.shape[0]
+    path = choose_impl(impl, query.device, values.shape[-1] // heads, query.shape[1])
+    if path == "fused" and pair_vecs is None and keys is None:
+        from cn3.layers.fused_energy import fused_additive_attention  # needs triton: only on this path
+
+        return fused_additive_attention(query, key, u, values, mask, mask, edge_vecs, edge_type, need_alpha)
+    if pair_vecs is not None:
+        edge_vecs, edge_type = _pair_table(pair_vecs, edge_vecs, edge_type)
+    if block_rows is None and (path != "blockwise" or keys is not None):
+        budget = BLOCK_ELEMENTS if path == "blockwise" else DENSE_ELEMENTS
+        block_rows = default_block_rows(query.shape[0], query.shape[1], query.shape[-1] // heads, budget=budget)
+    allowed = None if keys is None else keys & mask.unsqueeze(1)  # (B, N, N)
+    contexts, alphas = [], []
+    for head in range(heads):
+        if heads == 1:  # the projections as they are: no slicing, no copies
+            cols, vcols = slice(None), slice(None)
+        else:
+            rows, width = u.shape[-1], values.shape[-1] // heads
+            cols, vcols = slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width)
+        context, alpha = _attend_rows(
+            query[..., cols].contiguous(), key[..., cols].contiguous(), u[head], values[..., vcols].contiguous(),
+            mask, allowed, None if edge_vecs is None else edge_vecs[:, cols].contiguous(), edge_type,
+            block_rows)  # (B, N, d/H), (B, N, N)
+        contexts.append(context)
+        alphas.append(alpha)
+    if heads == 1:
+        return contexts[0], alphas[0].unsqueeze(1)
+    return torch.cat(contexts, dim=-1), torch.stack(alphas, dim=1)  # (B, N, d), (B, H, N, N)
+
+
+def _pair_table(pair_vecs: Tensor, edge_vecs: Tensor | None, edge_type: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Per-pair energy terms as an edge-type table: one "type" per pair, ``(B N N, e)`` and its
+    ``(B, N, N)`` index, so :func:`additive_attention` gathers them as it gathers edge types."""
+    batch, n_query, n_key, dim = pair_vecs.shape
+    table = pair_vecs.reshape(-1, dim)  # (B N N, e)
+    if edge_vecs is not None:
+        table = table + edge_vecs[edge_type.reshape(-1)]  # + E[t_ik]
+    index = torch.arange(batch * n_query * n_key, device=pair_vecs.device).view(batch, n_query, n_key)
+    return table, index
+
+
+def _attend_rows(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: Tensor, allowed: Tensor | None,
+                 edge_vecs: Tensor | None, edge_type: Tensor | None,
+                 block_rows: int | None) -> tuple[Tensor, Tensor]:
+    """One head of :func:`cn3_attention` on the PyTorch path. A per-pair key mask (``allowed``,
+    ``(B, N, N)``) is cut into blocks of query rows here, one :func:`additive_attention` call each,
+    because that function takes one key mask for all its blocks."""
+    if allowed is None:
+        return additive_attention(query, key, u, values, key_mask=mask, query_mask=mask, edge_vecs=edge_vecs,
+                                  edge_type=edge_type, block_rows=block_rows)  # (B, N, d), (B, N, N)
+    contexts, alphas = [], []
+    for start in range(0, query.shape[1], block_rows):
+        rows = slice(start, start + block_rows)
+        context, alpha = additive_attention(
+            query[:, rows], key, u, values, key_mask=allowed[:, rows], query_mask=mask[:, rows],
+            edge_vecs=edge_vecs, edge_type=None if edge_type is None else edge_type[:, rows],
+            block_rows=block_rows)  # (B, r, d), (B, r, N)
+        contexts.append(context)
+        alphas.append(alpha)
+    return torch.cat(contexts, dim=1), torch.cat(alphas, dim=1)  # (B, N, d), (B, N, N)
 
 
 class DynamicGraphLayer(nn.Module):
@@ -165,7 +262,6 @@ class DynamicGraphLayer(nn.Module):
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
                 per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
         self._check(v, edge_type)
-        path = choose_impl(self.impl, h.device, self.hidden // self.energy_heads, h.shape[1])
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
         if v is not None:
@@ -177,14 +273,9 @@ class DynamicGraphLayer(nn.Module):
             edge_vecs = self.lin_edge(self.edge_emb.weight)  # (T, e)
         # s^h_ik = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik]);  alpha^h_ik = softmax_k(s^h_ik) over real k;
         # h~_i = concat_h sum_k alpha^h_ik h_k[slice_h]
-        if path == "fused":
-            from cn3.layers.fused_energy import fused_additive_attention  # needs triton: only on this path
-
-            context, alpha = fused_additive_attention(query, key, self.u.view(self.energy_heads, -1), h, mask, mask,
-                                                      edge_vecs, edge_type, need_alpha)  # (B, N, d), (B, H, N, N)
-        else:
-            context, alpha = self._heads(query, key, edge_vecs, h, mask, edge_type,
-                                         dense=path == "dense")  # (B, N, d), (B, H, N, N)
+        context, alpha = cn3_attention(query, key, self.u.view(self.energy_heads, -1), h, mask, edge_vecs, edge_type,
+                                       impl=self.impl, need_alpha=need_alpha,
+                                       block_rows=self.block_rows)  # (B, N, d), (B, H, N, N)
         if need_alpha and not per_head:
             # one head: the (B, N, N) weights themselves, no copy
             alpha = alpha.squeeze(1) if self.energy_heads == 1 else alpha.mean(dim=1)  # (B, N, N)
@@ -194,34 +285,6 @@ class DynamicGraphLayer(nn.Module):
         h_new = gated_mix(context, h, gate)  # (B, N, d)
         padded = ~mask.unsqueeze(-1)  # (B, N, 1)
         return h_new.masked_fill(padded, 0.0), alpha if need_alpha else None, gate.masked_fill(padded, 0.0)
-
-    def _heads(self, query: Tensor, key: Tensor, edge_vecs: Tensor | None, h: Tensor, mask: Tensor,
-               edge_type: Tensor | None, dense: bool) -> tuple[Tensor, Tensor]:
-        """The energy heads (module docstring) one by one on the blockwise (or, ``dense``, the dense)
-        path. Returns ``(B, N, d)`` and ``(B, H, N, N)``."""
-        if self.energy_heads == 1:  # the projections as they are: no slicing, no copies
-            slices = [(slice(None), slice(None))]
-        else:
-            rows, width = self.u.shape[-1], self.hidden // self.energy_heads
-            slices = [(slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width))
-                      for head in range(self.energy_heads)]
-        block_rows = self.block_rows
-        if block_rows is None and dense:
-            block_rows = default_block_rows(h.shape[0], h.shape[1], query.shape[-1] // self.energy_heads,
-                                            budget=DENSE_ELEMENTS)
-        contexts, alphas = [], []
-        for head, (e_rows, d_cols) in enumerate(slices):
-            u = self.u if self.energy_heads == 1 else self.u[head]
-            context, alpha = additive_attention(
-                query[..., e_rows].contiguous(), key[..., e_rows].contiguous(), u, h[..., d_cols].contiguous(),
-                key_mask=mask, query_mask=mask,
-                edge_vecs=None if edge_vecs is None else edge_vecs[:, e_rows].contiguous(),
-                edge_type=edge_type, block_rows=block_rows)  # (B, N, d/H), (B, N, N)
-            contexts.append(context)
-            alphas.append(alpha)
-        if len(slices) == 1:
-            return contexts[0], alphas[0].unsqueeze(1)
-        return torch.cat(contexts, dim=-1), torch.stack(alphas, dim=1)  # (B, N, d), (B, H, N, N)
 
     def _check(self, v: Tensor | None, edge_type: Tensor | None) -> None:
         if (v is not None) != bool(self.attr_dim):
