@@ -119,6 +119,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # the strict build (shared): about 10 s on 2 busy cores, torch imported by the hook
 def test_strict_build_has_every_page_and_no_run_records(site):
     nav = yaml.load((REPO / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
 
@@ -157,6 +158,7 @@ def _leaf_keys(cls, prefix=""):
             yield f"{prefix}{f.name}"
 
 
+@pytest.mark.slow  # the strict build (shared): about 10 s on 2 busy cores, torch imported by the hook
 def test_configuration_reference_has_every_key_with_its_default(site):
     html = (site / "reference" / "config" / "index.html").read_text()
     for cls in _config_classes():
@@ -171,6 +173,7 @@ def test_configuration_reference_has_every_key_with_its_default(site):
     assert row and row.group(1) == str(RunConfig().model.hybrid.window)
 
 
+@pytest.mark.slow  # the strict build (shared): about 10 s on 2 busy cores, torch imported by the hook
 def test_tasks_page_lists_every_registered_task_and_its_config(site):
     from data_prep.tasks import TASKS
 
@@ -182,6 +185,7 @@ def test_tasks_page_lists_every_registered_task_and_its_config(site):
             assert f"cn3/configs/{stem}.yaml" in html
 
 
+@pytest.mark.slow  # the strict build (shared): about 10 s on 2 busy cores, torch imported by the hook
 def test_api_reference_renders_the_layers_docstrings(site):
     html = (site / "reference" / "api" / "index.html").read_text()
     for name in ("cn3.nn.DenseCN3Conv", "cn3.nn.CN3Conv", "data_prep.dataset.load_prepared"):
