@@ -1,0 +1,116 @@
+"""``cn3 serve``: the time of one ``/api/view`` of a 30-word sentence with every layer's graph, on the
+CPU, once the model is loaded. Target: under 150 ms.
+
+    .venv/bin/python bench/serve_latency.py                      # trains a TREC run first (about a minute)
+    .venv/bin/python bench/serve_latency.py --run runs/trec-cn3-seed1 --repeats 50
+
+Without ``--run``, TREC is prepared with its default annotator (spaCy: POS input and trees, so each
+request is parsed as the run's data was) and trained for a few updates with the shipped config
+(``cn3/configs/trec.yaml``: word vectors, character CNN, POS and spelling features) and
+``--layers`` graph layers and ``--heads`` energy heads: the weights do not change the time, the
+shapes do. Timed, each the median of ``--repeats`` after ``--warmup`` calls:
+
+* ``handler``: :meth:`cn3.serve.api.ServeApp.handle` of the request (tokenise, annotate, encode,
+  the forward pass with every layer's graph, the probabilities, the statistics) and the JSON bytes;
+* ``http``: the same request through the server on 127.0.0.1 (``urllib``), the socket included.
+
+Prints the CPU, the torch threads, both times and their ratio to 150 ms (< 1 = within target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_MS = 150.0
+SENTENCE = ("When the old lighthouse keeper finally retired after forty years , the small fishing village on the "
+            "northern coast held a party that lasted until the morning tide came in")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def train_run(out: Path, layers: int, heads: int) -> Path:
+    """A TREC run of the shipped config, ``layers`` graph layers, trained for a few updates."""
+    from cn3.sentence.resolve import resolve_config
+    from cn3.train.trainer import train
+    from data_prep.prepare import PrepareSettings, prepare
+
+    prepared = prepare(PrepareSettings(task="trec", out=out / "prepared-trec")).out
+    overrides = [f"model.graph_layers={layers}", f"model.energy_heads={heads}", "train.max_steps=5",
+                 "train.epochs=1", "train.evals_per_epoch=1"]
+    cfg = resolve_config("trec", None, {"data.prepared": prepared}, overrides)
+    train(cfg, out / "trec-cn3", device_name="cpu")
+    return out / "trec-cn3"
+
+
+def median_ms(fn, warmup: int, repeats: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, help="A sentence run to serve (default: train a TREC run)")
+    parser.add_argument("--layers", type=int, default=2, help="graph layers of the trained run")
+    parser.add_argument("--heads", type=int, default=1, help="energy heads of the trained run")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from cn3.serve.api import ServeApp
+    from cn3.serve.runs import load_served
+    from cn3.serve.server import json_bytes, make_server, serve_in_thread
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = args.run or train_run(Path(tmp), args.layers, args.heads)
+        app = ServeApp([load_served(run, "r0", torch.device("cpu"))], max_words=120)
+        body = json.dumps({"run": "r0", "text": SENTENCE}).encode()
+        status, answer = app.handle("POST", "/api/view", {}, body)
+        assert status == 200, answer
+        side = answer["sides"][0]
+        words, layers, heads = len(side["tokens"]), len(side["layers"]), len(side["layers"][0]["heads"])
+        handler = median_ms(lambda: json_bytes(app.handle("POST", "/api/view", {}, body)[1]), args.warmup,
+                            args.repeats)
+        server = make_server(app, port=0, quiet=True)
+        serve_in_thread(server)
+        request = lambda: urllib.request.urlopen(urllib.request.Request(server.url + "api/view", data=body)).read()  # noqa: E731
+        http = median_ms(request, args.warmup, args.repeats)
+        server.shutdown()
+        server.server_close()
+    print(f"CPU: {cpu_name()}; torch {torch.__version__}, {args.threads} thread(s)")
+    print(f"run: {Path(run).name} ({app.runs['r0'].encoder}, annotation {answer['annotation']}); "
+          f"{words} words, {layers} layers x {heads} heads; median of {args.repeats}")
+    for name, ms in (("handler", handler), ("http", http)):
+        print(f"{name:8s} {ms:7.1f} ms   ratio to {TARGET_MS:.0f} ms: {ms / TARGET_MS:.2f}")
+
+
+if __name__ == "__main__":
+    main()
