@@ -23,9 +23,15 @@ allocated before it (module, input): the step's own peak. On the CPU (``--quick`
 ``variants`` (at 1x2500 fp32, after the main table, skipped when the run is past ``--budget``
 seconds): the fused kernel with each ``tanh`` form (``sigmoid``, ``libdevice``, ``approx``; see
 :mod:`cn3.layers.fused_energy`), with ``alpha`` returned, with relative-position edge types
-(``C = 4``, the gathered ``E[t_ik]``), with TF32 products (``allow_tf32``; the main table keeps
-torch's default, IEEE fp32, for the fused kernel as for MHA) and with TF32 and larger tiles. Each
-variant compiles its kernels once (seconds).
+(``C = 4``, the gathered ``E[t_ik]``), and with TF32 products (``allow_tf32``; the main table keeps
+torch's default, IEEE fp32, for the fused kernel as for MHA); the tiles are autotuned. Each
+variant compiles (and autotunes) its kernels once (seconds).
+
+Floor: beside each CN3 time, the special-function floor of that shape on the card (named): a
+forward + backward needs at least ``2 B N^2 e`` tanh (each pair's ``e`` once forward, once more
+backward), at the card's rate (:data:`CARDS`: SMs x 16 SFU results per clock x clock; bf16 rows at
+twice that, ``tanh.approx.bf16x2``), and the ratio of the time to it (``x floor``). A card not in
+:data:`CARDS`, and the CPU, show no floor.
 
 ``--json PATH`` writes every figure, the targets of issue 30 with their verdicts, the device, the
 torch and triton versions and the wall time.
@@ -51,11 +57,29 @@ from cn3.layers import DynamicGraphLayer  # noqa: E402
 from cn3.layers.dynamic_graph import combined_edge_types, fused_available  # noqa: E402
 
 SHAPES = [(64, 20), (8, 200), (1, 1000), (1, 2500), (1, 5000)]
+#: Special-function units of the cards the floor knows: (SMs, SFU results per SM per clock, boost GHz).
+#: H100 SXM: 132 SMs x 16 per clock x 1.98 GHz; the H200 has the same SMs and clock.
+CARDS = {"H100": (132, 16, 1.98), "H200": (132, 16, 1.98)}
 QUICK_SHAPES = [(4, 12), (1, 40)]
 IMPLS = ["blockwise", "dense", "fused"]
 MB = 1024 * 1024
 #: Steps of the blockwise path at or above this many pairs: it takes ~0.7 s a step at 1x5000 on an H100.
 SLOW_PAIRS = 2500 * 2500
+
+
+def tanh_rate(device_name: str) -> tuple[float, str] | None:
+    """``(tanh per second, label)`` of the special-function units of the card named ``device_name``
+    (``torch.cuda.get_device_name``), or None for a card not in :data:`CARDS`."""
+    for key, (sms, per_clock, ghz) in CARDS.items():
+        if key in device_name:
+            return sms * per_clock * ghz * 1e9, f"{key}: {sms} SMs x {per_clock}/clk x {ghz} GHz"
+    return None
+
+
+def cn3_floor_ms(batch: int, n: int, energy_dim: int, rate: float, bf16: bool) -> float:
+    """Milliseconds of the ``2 B N^2 e`` tanh of one CN3 forward + backward at ``rate`` a second
+    (twice that in bf16: two per ``tanh.approx.bf16x2``)."""
+    return 2 * batch * n * n * energy_dim / (rate * (2 if bf16 else 1)) * 1e3
 
 
 class Timer:
@@ -192,7 +216,9 @@ def main() -> None:
         fused_ok, triton_version = cuda or INTERPRETING, triton.__version__
     impls = [impl for impl in IMPLS if impl != "fused" or fused_ok]
     name = torch.cuda.get_device_name() if cuda else f"CPU ({platform.processor() or platform.machine()})"
-    print(f"device: {name}; torch {torch.__version__}; triton {triton_version}")
+    rate = tanh_rate(name) if cuda else None
+    print(f"device: {name}; torch {torch.__version__}; triton {triton_version}; tanh floor: "
+          + (rate[1] if rate else "none (no card of CARDS)"))
     print(f"d={hidden} energy_dim={energy_dim} MHA heads={args.heads}; median of {repeats} after {args.warmup} "
           f"warm-up; CN3 with need_alpha=False" + ("" if "fused" in impls else "; no fused column (needs CUDA "
                                                    "and triton, or TRITON_INTERPRET=1 on the CPU)"))
@@ -200,7 +226,8 @@ def main() -> None:
     timer = Timer(device)
     results = []
     print(f"{'B x N':>10} {'dtype':>5} " + " ".join(f"{n + ' ms':>14}" for n in impls + ["mha"])
-          + " | " + " ".join(f"{n + ' /mha':>14}" for n in impls) + " | peak MB " + "/".join(impls + ["mha"]))
+          + " | " + " ".join(f"{n + ' /mha':>14}" for n in impls) + " | floor ms, " + "/".join(impls)
+          + " x floor | peak MB " + "/".join(impls + ["mha"]))
     for batch, n in shapes:
         for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             torch.manual_seed(0)
@@ -211,14 +238,20 @@ def main() -> None:
             slow = batch * n * n >= SLOW_PAIRS and not args.quick
             measured = measure(steps, timer, device, 1 if slow else args.warmup, 3 if slow else repeats)
             mha = measured["mha"]["ms"]  # nan if MHA itself failed: then every ratio is nan
+            floor = cn3_floor_ms(batch, n, energy_dim, rate[0], dtype_name == "bf16") if rate else None
             for impl, figures in measured.items():
+                cn3 = floor is not None and impl != "mha"
                 results.append({"B": batch, "N": n, "dtype": dtype_name, "impl": impl, **figures,
-                                "ratio": figures["ms"] / mha})
+                                "ratio": figures["ms"] / mha, "floor_ms": floor if cn3 else None,
+                                "x_floor": figures["ms"] / floor if cn3 else None})
+            floors = ("-" if floor is None else f"{floor:.3f}, "
+                      + "/".join(f"{measured[i]['ms'] / floor:.0f}x" for i in impls))
             peaks = "/".join("-" if measured[i]["peak_mb"] is None else f"{measured[i]['peak_mb']:.0f}"
                              for i in impls + ["mha"])
             print(f"{batch:>4} x {n:<4} {dtype_name:>5} "
                   + " ".join(f"{measured[i]['ms']:14.2f}" for i in impls + ["mha"])
-                  + " | " + " ".join(f"{measured[i]['ms'] / mha:13.2f}x" for i in impls) + f" | {peaks}", flush=True)
+                  + " | " + " ".join(f"{measured[i]['ms'] / mha:13.2f}x" for i in impls) + f" | {floors} | {peaks}",
+                  flush=True)
             del steps, x
             if cuda:
                 torch.cuda.empty_cache()
@@ -228,6 +261,7 @@ def main() -> None:
         variants = run_variants(args, shapes[-2] if not args.quick else shapes[-1], hidden, energy_dim, device,
                                 timer, repeats, start)
     summary = {"device": name, "torch": torch.__version__, "triton": triton_version,
+               "tanh_floor_card": rate[1] if rate else None,
                "hidden": hidden, "energy_dim": energy_dim, "mha_heads": args.heads, "repeats": repeats,
                "quick": args.quick, "results": results, "variants": variants,
                "targets": [] if args.quick else targets(results), "wall_s": round(time.time() - start, 1)}
@@ -243,17 +277,15 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
                  timer: Timer, repeats: int, start: float) -> list[dict]:
     """The fused layer at one shape in fp32: each tanh form, with alpha, with relative-position edge types."""
     from cn3.layers import fused_energy  # noqa: PLC0415
+    from cn3.layers.triton_common import TANH_FORMS  # noqa: PLC0415
 
     batch, n = shape
-    forms = ["sigmoid"] if fused_energy.INTERPRETING else list(fused_energy.TANH_FORMS)
+    forms = ["sigmoid"] if fused_energy.INTERPRETING else list(TANH_FORMS)
     plans = [(f"tanh={form}", {"tanh": form}) for form in forms]
     plans += [("need_alpha", {"need_alpha": True}), ("relative positions C=4", {"edge_clip": 4})]
-    if not fused_energy.INTERPRETING:
-        # TF32 products with the values (torch's allow_tf32), and with them the larger tiles they allow
-        plans += [("allow_tf32", {"tf32": True}),
-                  ("allow_tf32, tiles (32, 32, 4, 8, 1) / (32, 32, 4, 8, 1)",
-                   {"tf32": True, "tiles": ((32, 32, 4, 8, 1), (32, 32, 4, 8, 1))})]
-    default_tanh, tiles = fused_energy.default_tanh, (fused_energy.FWD_TILE, fused_energy.BWD_TILE)
+    if not fused_energy.INTERPRETING:  # TF32 products with the values (torch's allow_tf32)
+        plans += [("allow_tf32", {"tf32": True})]
+    default_tanh = fused_energy.default_tanh
     allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     out = []
     try:
@@ -267,7 +299,6 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
             clip = plan.get("edge_clip", 0)
             edges = combined_edge_types(None, n, clip, batch, device) if clip else None
             fused_energy.default_tanh = (lambda dtype, form=plan["tanh"]: form) if "tanh" in plan else default_tanh
-            fused_energy.FWD_TILE, fused_energy.BWD_TILE = plan.get("tiles", tiles)
             torch.backends.cuda.matmul.allow_tf32 = plan.get("tf32", allow_tf32)
             steps = {"fused": make_step(build("fused", hidden, energy_dim, args.heads, device, clip), x, mask,
                                         torch.float32, plan.get("need_alpha", False), edges),
@@ -280,7 +311,6 @@ def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, dev
                   + ("" if row["peak_mb"] is None else f", peak {row['peak_mb']:.0f} MB"), flush=True)
     finally:
         fused_energy.default_tanh = default_tanh
-        fused_energy.FWD_TILE, fused_energy.BWD_TILE = tiles
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     return out
 

@@ -23,6 +23,11 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
    the Triton kernels compile them; those times are reported as ``compile_s`` and
    ``triton_compile_s`` and are not in the medians.
 
+Floor: each ON-LSTM row also gives the special-function floor of the layer on the card (named, as
+``bench/gpu_layers.py``'s :data:`CARDS`): ``2 B N (8 hidden + 2 n_chunks)`` special-function results
+(per unit and step 2 tanh and 3 sigmoids of two each, per chunk 2 exp; once forward, once more in
+the backward's recomputation) at the card's rate, and ``x floor``, the default's time over it.
+
 Every module runs in fp32 and under ``torch.autocast(device, bfloat16)`` (the forward inside, the
 backward following, as ``train.precision=bf16`` does). Timing: ``--warmup`` calls, then the modules of
 one comparison alternate for ``--repeats`` rounds; each call (zero grads, forward, ``sum().backward()``)
@@ -41,6 +46,7 @@ such column under ``not_supported``. Any other error, and every error on a GPU, 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -63,6 +69,19 @@ RNN_SHAPES = [(64, 25, 256), (32, 50, 512)]
 QUICK_ATTENTION_SHAPES = [(4, 7, 32, 4), (2, 12, 32, 4)]
 QUICK_RNN_SHAPES = [(4, 6, 32)]
 HYBRID_TARGET, ONLSTM_TARGET = 1.10, 3.0
+
+
+def _gpu_layers():
+    """``bench/gpu_layers.py`` as a module (its card table and floor)."""
+    spec = importlib.util.spec_from_file_location("gpu_layers", Path(__file__).with_name("gpu_layers.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def onlstm_floor_ms(batch: int, n: int, hidden: int, chunk_size: int, rate: float) -> float:
+    """Milliseconds of one ON-LSTM forward + backward's special-function work at ``rate`` a second."""
+    return 2 * batch * n * (8 * hidden + 2 * (hidden // chunk_size)) / rate * 1e3
 
 
 class Timer:
@@ -246,9 +265,13 @@ def bench_rnn(shapes, device, args, timer) -> list[dict]:
             times, skipped[precision] = race({k: train_step(m, inputs[k], precision == "bf16", device)
                                               for k, m in modules.items()}, args.warmup, args.repeats, timer, device)
             ms[precision] = {k: t * 1e3 for k, t in times.items()}
+        rate = _gpu_layers().tanh_rate(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+        floor = onlstm_floor_ms(b, n, d, 8, rate[0]) if rate else None
         for precision in ("fp32", "bf16"):
             t = ms[precision]
             rows.append({"part": "rnn", "shape": f"{b}x{n}x{d}", "precision": precision,
+                         "floor_ms": floor, "x_floor": t["onlstm"] / floor if floor and "onlstm" in t else None,
+                         "floor_card": rate[1] if rate else None,
                          **{f"{k}_ms": v for k, v in t.items()},
                          **ratios(t, [("onlstm", "lstm"), ("onlstm-plain", "lstm"), ("onlstm-triton", "lstm"),
                                       ("onlstm-triton", "onlstm-plain")]),
@@ -319,6 +342,8 @@ def main(argv: list[str] | None = None) -> dict:
               f"({shown_ratio(r, 'onlstm/lstm')}, kernel: {r['default_kernel']}, first calls "
               f"{r['compile_s']:.1f} s)  plain scan {shown_ms(r, 'onlstm-plain')} "
               f"({shown_ratio(r, 'onlstm-plain/lstm')})"
+              + (f"  floor {r['floor_ms']:.4f} ms ({r['floor_card']}), ON-LSTM {r['x_floor']:.0f}x"
+                 if r["x_floor"] is not None else "  floor: -")
               + (f"  Triton {r['onlstm-triton_ms']:7.3f} ({shown_ratio(r, 'onlstm-triton/lstm')}, max |diff| "
                  f"{r['triton_max_diff']:.1e}, first calls {r['triton_compile_s']:.1f} s)" if "onlstm-triton_ms" in r
                  else "  (no Triton column: needs CUDA and triton)")

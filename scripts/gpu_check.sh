@@ -100,6 +100,7 @@ step gpu_layers 90 "$py" bench/gpu_layers.py --json "$out/steps/gpu_layers.json"
   $([ "$quick" = 1 ] && echo --quick)
 step gpu_nmt_layers 90 "$py" bench/gpu_nmt_layers.py --json "$out/steps/gpu_nmt_layers.json" \
   $([ "$quick" = 1 ] && echo --quick)
+step kernels 180 "$py" -m pytest -q -rs -p no:cacheprovider -k cuda tests/layers/test_fused_energy.py tests/layers/test_onlstm_triton.py
 
 step trec 100 "$py" -m cli train --task trec --prepared "$prepared/trec" --run-dir "$work/trec" --device auto \
   "${trec_set[@]}"

@@ -7,9 +7,11 @@ must be in the environment before ``triton`` is first imported, which holds per 
 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest -q tests/fused_interpreter_cases.py
 
-The interpreter runs the kernels with :data:`~cn3.layers.fused_energy.INTERPRETER_TILES` (4 queries
-x 4 keys x 4 energy columns), so ``N = 6`` and ``e = 7`` leave partial tiles on every axis. Inputs
-are float32 (the kernel's arithmetic) and the references run in float64 on the same values.
+The interpreter runs the kernels (the forward and both backward passes) with one fixed config,
+:data:`~cn3.layers.fused_energy.INTERPRETER_TILES` (4 queries x 4 keys x 4 energy columns), so
+``N = 6`` and ``e = 7`` leave partial tiles on every axis. Inputs are float32 (the kernels'
+arithmetic) and the references run in float64 on the same values: the kernel file's own
+:func:`~cn3.layers.fused_energy.reference_attention` and the layer's literal per-pair reference.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ pytest.importorskip("triton")
 
 from cn3.layers import DynamicGraphEncoder, DynamicGraphLayer  # noqa: E402
 from cn3.layers.attention import padding_mask  # noqa: E402
-from cn3.layers.fused_energy import INTERPRETING, fused_additive_attention  # noqa: E402
-from tests.references import additive_attention_dense, dynamic_graph_reference  # noqa: E402
+from cn3.layers.fused_energy import INTERPRETING, fused_additive_attention, reference_attention  # noqa: E402
+from tests.references import dynamic_graph_reference  # noqa: E402
 
 D, A, T = 6, 3, 5  # hidden, attribute size, edge types
 TOL = {"atol": 2e-5, "rtol": 1e-4}  # float32 kernel against the float64 reference
@@ -43,27 +45,18 @@ def _leaves(gen, *shapes):
 
 
 def _check_attention(q, k, u, values, key_mask, query_mask, edge_vecs, edge_type, need_alpha, gen):
-    """Forward, weights and the gradient of every differentiable input against broadcasting in float64."""
+    """Forward, weights and the gradient of every differentiable input against the kernel file's
+    reference (:func:`~cn3.layers.fused_energy.reference_attention`) in float64."""
     out, alpha = fused_additive_attention(q, k, u, values, key_mask, query_mask, edge_vecs, edge_type,
                                           need_alpha=need_alpha)
     inputs = [x for x in (q, k, u, edge_vecs, values) if x is not None]
     wide = [x.detach().double().requires_grad_() for x in inputs]
     named = dict(zip([n for n, x in zip("qkuev", (q, k, u, edge_vecs, values)) if x is not None], wide))
-    heads = u.shape[0] if u.dim() == 2 else 1
-    rows, width = q.shape[-1] // heads, values.shape[-1] // heads
-    refs, ref_alphas = [], []
-    for head in range(heads):  # the dense reference is one head: slice the columns as the kernel does
-        e_rows, d_cols = slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width)
-        ref, ref_alpha = additive_attention_dense(
-            named["q"][..., e_rows], named["k"][..., e_rows], named["u"].reshape(heads, -1)[head],
-            named["v"][..., d_cols], key_mask, query_mask,
-            None if edge_vecs is None else named["e"][:, e_rows], edge_type)
-        refs.append(ref)
-        ref_alphas.append(ref_alpha)
-    ref, ref_alpha = torch.cat(refs, dim=-1), torch.stack(ref_alphas, dim=1)
+    ref, ref_alpha = reference_attention(named["q"], named["k"], named["u"], named["v"], key_mask, query_mask,
+                                         named.get("e"), edge_type)
     torch.testing.assert_close(out.double(), ref, **TOL)
     if need_alpha:
-        torch.testing.assert_close(alpha.double(), ref_alpha if u.dim() == 2 else ref_alpha[:, 0], **TOL)
+        torch.testing.assert_close(alpha.double(), ref_alpha, **TOL)
         assert not alpha.requires_grad
     else:
         assert alpha is None
@@ -179,3 +172,21 @@ def test_other_tanh_forms_are_refused_in_the_interpreter():
     q = torch.randn(1, 2, 4)
     with pytest.raises(ValueError, match="only 'sigmoid'"):
         fused_additive_attention(q, q, torch.randn(4), q, tanh="libdevice")
+
+
+def test_compiled_function_runs_the_kernels():
+    """``torch.compile(fullgraph=True)`` around the op (AOTAutograd, no inductor): one graph, and the
+    kernels it runs give the reference's output and gradients."""
+    gen = torch.Generator().manual_seed(11)
+    q, k, u, values = _leaves(gen, (2, 5, 6), (2, 5, 6), (2, 3), (2, 5, 4))
+    mask = padding_mask(torch.tensor([5, 2]), 5)
+
+    def step(q, k, u, values):
+        return fused_additive_attention(q, k, u, values, mask, mask, need_alpha=False)[0]
+
+    out = torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, u, values)
+    _check_attention(q, k, u, values, mask, mask, None, None, False, gen)  # the eager op, against the reference
+    torch.testing.assert_close(out, step(q, k, u, values), atol=1e-6, rtol=1e-6)
+    grads = torch.autograd.grad(out.sum(), [q, k, u, values])
+    for got, want in zip(grads, torch.autograd.grad(step(q, k, u, values).sum(), [q, k, u, values])):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)

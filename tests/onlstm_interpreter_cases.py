@@ -8,9 +8,12 @@ must be in the environment before ``triton`` is first imported, which holds per 
     TRITON_INTERPRET=1 .venv/bin/python -m pytest -q tests/onlstm_interpreter_cases.py
 
 The interpreter runs the kernels with :data:`~cn3.layers.onlstm_triton.INTERPRETER_TILES` (2 rows x
-8 neurons x 8 columns of the products), so 3 rows, hidden width 12 and 1-6 chunks (the chunk axis
-is padded to 16) leave partial tiles on every axis. The kernels run in float32; the reference is the plain scan in
-float64 on the same weights and inputs.
+4 neurons x 8 columns of the products) and hidden units split over up to
+:data:`~cn3.layers.onlstm_triton.INTERPRETER_COLUMNS` column programs (one launch per step: the
+launches are the step barriers), so 3 rows, hidden width 8-12 and 1-6 chunks (the chunk axis is
+padded to 16) leave partial tiles on every axis and split the units 2 or 3 ways. The kernels run in
+float32; the references are the plain scan in float64 on the same weights and inputs, and the
+kernel file's own :func:`~cn3.layers.onlstm_triton.reference_scan`.
 """
 
 from __future__ import annotations
@@ -119,3 +122,40 @@ def test_bidirectional_stack_matches_the_plain_scan(launches):
     torch.testing.assert_close(out.double(), ref, **TOL)
     for a, w in zip(grads, ref_grads):
         torch.testing.assert_close(a.double(), w, **TOL)
+
+
+def _scan_inputs(seed: int, n: int = 5, b: int = 3, hidden: int = 12, n_chunks: int = 4):
+    gen = torch.Generator().manual_seed(seed)
+    width = 2 * n_chunks + 4 * hidden
+    pre = torch.randn(n, b, width, generator=gen)
+    wt = torch.randn(hidden, width, generator=gen) * 0.3
+    h0, c0 = torch.randn(b, hidden, generator=gen), torch.randn(b, hidden, generator=gen)
+    return pre, wt, h0, c0, padding_mask(torch.tensor([n, 2, 4]), n)
+
+
+@pytest.mark.parametrize("columns", [1, 2, 3])
+def test_scan_forward_matches_its_reference_for_any_split(columns):
+    """The forward kernel with the 12 hidden units on 1, 2 (8 + 4) or 3 column programs against
+    :func:`~cn3.layers.onlstm_triton.reference_scan` (float64): states, cells, master gates."""
+    pre, wt, h0, c0, keep = _scan_inputs(columns)
+    got = onlstm_triton.scan_forward(pre, wt, h0, c0, keep, 4, True, columns=columns)
+    want = onlstm_triton.reference_scan(pre.double(), wt.double(), h0.double(), c0.double(), keep, 4)
+    for name, a, w in zip(("hs", "cells", "master"), got, want):
+        torch.testing.assert_close(a.double(), w, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_scan_backward_is_the_same_for_any_split():
+    """The backward kernel on 1, 2 and 3 column programs: the same gradients (the chunk sums and the
+    recurrent product read every unit's share, written by the other programs)."""
+    gen = torch.Generator().manual_seed(5)
+    n, b, hidden, n_chunks = 4, 3, 12, 4
+    keep = padding_mask(torch.tensor([4, 1, 3]), n)
+    rand = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    probs = torch.softmax(rand(n, b, 2, n_chunks), -1)
+    args = (rand(b, n, hidden), rand(b, hidden), rand(b, n, n_chunks), keep, rand(n, b, 7, hidden),
+            rand(n, b, hidden), rand(n, b, hidden), probs, rand(2 * n_chunks + 4 * hidden, hidden) * 0.3)
+    results = [onlstm_triton.scan_backward(*args, columns=columns) for columns in (1, 2, 3)]
+    for other in results[1:]:
+        for a, w in zip(other, results[0]):
+            torch.testing.assert_close(a, w, atol=1e-6, rtol=1e-6)
+    assert results[0][0].abs().sum() > 0 and results[0][1].abs().sum() > 0

@@ -1,446 +1,501 @@
-"""CN3's additive attention as one fused Triton kernel, forward and backward.
+"""CN3's additive attention as fused Triton kernels, forward and backward, with its plain reference.
 
 The same function as :func:`cn3.layers.blockwise_energy.additive_attention`, with ``H`` energy heads
-in one launch::
+in one launch (:func:`reference_attention` writes it down in PyTorch)::
 
     s^h_ik   = u_h^T tanh(q^h_i + k^h_k [+ E^h[t_ik]])     q^h, k^h, E^h: columns h e/H : (h+1) e/H
     alpha^h  = softmax_k(s^h_ik) over real keys k
     out_i    = concat_h sum_k alpha^h_ik v_k[h d/H : (h+1) d/H]
 
-in FlashAttention's manner for an additive score. One program owns ``BM`` query rows of one
-sentence and head; it walks the keys ``BN`` at a time and builds each ``(BM, BN)`` score tile from
-``(BM, BN, BE)`` slabs of ``tanh(q_i + k_k + E[t_ik])``: no ``(B, N, N, e)`` tensor is written. The
-softmax is online (running maximum ``m_i`` and sum ``l_i``); only the output and the row's
-log-sum-exp ``lse_i = m_i + log l_i`` go back to memory: O(B N (d + e)). ``alpha`` (``(B, H, N, N)``)
-is written only when asked for.
+in FlashAttention's manner for an additive score (the shape of Triton's fused-attention tutorial).
 
-Backward (one program per key block, queries in an inner loop) recomputes each tile: the scores
-(first pass over ``e``) give ``p_ik = exp(s_ik - lse_i)``; with ``D_i = <dout_i, out_i>`` (the
-FlashAttention identity) ``ds_ik = p_ik (<dout_i, v_k> - D_i)``; a second pass over ``e`` recomputes
-``tanh`` and forms ``G_ikj = ds_ik (1 - tanh_ikj^2)``, whose sums over ``k``, ``i`` and
-``(i, k) : t_ik = t`` are ``dq / u``, ``dk / u`` and ``dE / u`` (``u`` is multiplied in once at the
-end, as in the blockwise backward), and ``du_j = sum_ik ds_ik tanh_ikj``. When forward returned
-``alpha`` its ``p`` is read back instead of recomputed. ``dv``, ``dk`` and ``du`` belong to the key
-block's program; ``dq`` and ``dE`` (into ``SLOTS`` copies of the table) are added with atomics, so
-the backward's float sums run in no fixed order: not bitwise reproducible (``auto`` picks the dense
-path under ``torch.use_deterministic_algorithms``).
+* ``_attn_fwd``: one program owns ``BM`` query rows of one sentence and head; it walks the keys
+  ``BN`` at a time and builds each ``(BM, BN)`` score tile from ``(BM, BN, BE)`` slabs of
+  ``tanh(q_i + k_k + E[t_ik])``: no ``(B, N, N, e)`` tensor is written. The softmax is online
+  (running maximum ``m_i`` and sum ``l_i``); only the output and each row's log-sum-exp
+  ``lse_i = m_i + log l_i`` go to memory: O(B N (d + e)). ``alpha`` is written only when asked for.
+* Backward, in two passes that each recompute the tiles (scores, then ``p_ik = exp(s_ik - lse_i)``,
+  or forward's ``alpha`` when it was returned) and with ``D_i = <dout_i, out_i>`` form
+  ``ds_ik = p_ik (<dout_i, v_k> - D_i)`` and ``G_ikj = ds_ik (1 - tanh_ikj^2)``:
 
-Precision: tiles are loaded in their dtype; the energy, softmax and every accumulator are fp32; the
-products with the values run in the values' dtype (fp32 as torch's own matmuls: IEEE, or TF32 where
-``torch.backends.cuda.matmul.allow_tf32``). ``tanh=`` picks ``"sigmoid"`` (``2 sigmoid(2x) - 1``, the
-only form Triton's interpreter runs), ``"libdevice"`` (CUDA's ``tanhf``) or ``"approx"``
-(``tanh.approx.f32``, relative error about ``2^-11``, below bf16's ``2^-8``); see :func:`default_tanh`.
+  - ``_attn_bwd_kv`` (one program per key block, queries in its loop): ``dv_k = sum_i alpha_ik dout_i``,
+    ``dk_k / u = sum_i G_ik`` and each key's share of ``du_j = sum_ik ds_ik tanh_ikj``;
+  - ``_attn_bwd_q`` (one program per query block, keys in its loop): ``dq_i / u = sum_k G_ik`` and
+    ``dE_t / u = sum_{(i, k): t_ik = t} G_ik``.
 
-Without a GPU, ``TRITON_INTERPRET=1`` set before ``triton`` is first imported (read once per process)
-runs the kernels on CPU tensors in Triton's interpreter with :data:`INTERPRETER_TILES`
-(``tests/fused_interpreter_cases.py``). On a GPU the tiles are :data:`FWD_TILE` and :data:`BWD_TILE`.
+  Every row of ``dq``, ``dk``, ``dv`` and ``du`` has one owner: no atomics. Only ``dE`` (a scatter by
+  edge type) is added with atomics, into ``SLOTS`` copies of the table, so the edge table's gradient
+  is not bitwise reproducible (``auto`` picks the dense path under ``torch.use_deterministic_algorithms``).
+  The second pass costs a second recomputation of the ``tanh`` (the price of no atomics on ``dq``).
+
+Products: ``alpha v``, ``alpha^T dout`` and ``dout v^T`` are ``tl.dot`` on the tensor cores: bf16 under
+bf16 autocast, TF32 in fp32 where torch allows TF32 (:func:`cn3.layers.triton_common.dot_precision`),
+IEEE fp32 otherwise. ``u^T tanh(.)`` stays a sum over ``e`` on the CUDA cores: a rank-one contraction
+would use one column of a tensor-core tile. The energy, softmax and accumulators are fp32.
+
+``tanh=`` (:data:`cn3.layers.triton_common.TANH_FORMS`): on CUDA by default the special-function
+unit's ``tanh.approx.f32`` (``tanh.approx.bf16x2`` under bf16), one instruction through
+``tl.inline_asm_elementwise``; the interpreter cannot run inline PTX, so there the kernels get the
+exact ``2 sigmoid(2x) - 1`` (:func:`cn3.layers.triton_common.default_tanh`) and other forms are refused.
+
+Tiles: :func:`cn3.layers.triton_common.autotune` times :data:`FWD_CONFIGS` / :data:`BWD_CONFIGS` per
+length bucket, widths, options and dtypes, after dropping those that spill registers on the GPU at
+hand; in the interpreter one small config (:data:`INTERPRETER_TILES`) runs, so that the tests' short
+sentences span several partial tiles.
+
+The op is registered with ``torch.library`` (``cn3::fused_additive_attention_fwd`` / ``_bwd``, with
+fake kernels and its autograd), so ``torch.compile`` traces through it without a graph break.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from triton.language.extra import libdevice
 
-#: True when Triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` before import).
-INTERPRETING = (triton.knobs.runtime.interpret if hasattr(triton, "knobs")
-                else os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+from cn3.layers.attention import attention
+from cn3.layers.triton_common import (
+    INTERPRETING,
+    autotune,
+    block,
+    check_tanh,
+    default_tanh,
+    dot_precision,
+    ends,
+    length_bucket,
+    load_tile,
+    mask_bytes,
+)
+from cn3.layers.triton_common import tanh as tanh_form
 
-#: Tile sizes in the interpreter: small, so that tests' short sentences span several tiles
-#: (``N`` not a multiple of the tile), and tiles under 16 are fine there (not on a GPU).
-INTERPRETER_TILES = {"BM": 4, "BN": 4, "BE": 4, "BMB": 4, "BNB": 4}
+__all__ = ["INTERPRETING", "fused_additive_attention", "reference_attention", "default_tanh"]
 
-#: ``tanh=`` names and the kernel's ``TANH`` code.
-TANH_FORMS = {"sigmoid": 0, "libdevice": 1, "approx": 2}
+#: Tile constexprs in the interpreter: small, so that tests' short sentences span several tiles
+#: (``N`` not a multiple of the tile); tiles under 16 are fine there (not on a GPU).
+INTERPRETER_TILES = {"BM": 4, "BN": 4, "BE": 4}
 
 #: Copies of the ``(T, e)`` edge-gradient table that the backward's atomics spread over.
 SLOTS = 16
 
 
-@triton.jit
-def _tanh(x, TANH: tl.constexpr):
-    """``tanh(x)`` in the form ``TANH`` (see :data:`TANH_FORMS`)."""
-    if TANH == 0:
-        y = 2.0 * tl.sigmoid(2.0 * x) - 1.0  # tanh x = 2 sigmoid(2x) - 1
-    elif TANH == 1:
-        y = libdevice.tanh(x)
-    else:
-        y = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
-                                      is_pure=True, pack=1)
-    return y
+def _configs(tiles: list[tuple[int, int, int, int, int]]) -> list[triton.Config]:
+    return [triton.Config({"BM": bm, "BN": bn, "BE": be}, num_warps=w, num_stages=s) for bm, bn, be, w, s in tiles]
 
 
+#: Candidate tiles ``(BM, BN, BE, warps, stages)`` of the forward: ``BM`` queries x ``BN`` keys per
+#: tile, ``BE`` energy columns per ``tanh`` slab (``tl.dot`` needs ``BM, BN >= 16``). Those that spill
+#: on the GPU at hand are dropped before timing (docs/benchmarks.md, "Kernels: what is tuned").
+FWD_CONFIGS = _configs([(16, 16, 16, 4, 1), (16, 16, 16, 8, 1), (32, 32, 8, 8, 1), (32, 32, 4, 4, 2),
+                        (64, 32, 4, 8, 1), (32, 64, 4, 8, 1), (64, 64, 2, 8, 1)])
+#: Candidate tiles of both backward passes (``BM`` queries x ``BN`` keys per tile).
+BWD_CONFIGS = _configs([(16, 16, 4, 4, 1), (16, 16, 8, 8, 1), (32, 32, 4, 8, 1), (32, 32, 2, 4, 1),
+                        (64, 32, 2, 8, 1), (32, 64, 2, 8, 1)])
+#: What the tuning is keyed by (besides the tensors' dtypes): the length bucket, widths and options.
+TUNE_KEY = ["LEN_BUCKET", "EH", "DH", "HAS_EDGE", "TANH", "DOT_PREC"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The plain PyTorch reference
+# ---------------------------------------------------------------------------------------------
+
+def reference_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, key_mask: Tensor | None = None,
+                        query_mask: Tensor | None = None, edge_vecs: Tensor | None = None,
+                        edge_type: Tensor | None = None, tanh=torch.tanh) -> tuple[Tensor, Tensor]:
+    """What the kernels compute, by broadcasting and autograd in ``(B, Nq, Nk, e)`` memory (tests).
+
+    Same arguments as :func:`fused_additive_attention` (``u`` ``(e,)`` or ``(H, e/H)``); ``tanh``: the
+    elementwise function (a stand-in for an approximate one). Returns ``out (B, Nq, d)`` and ``alpha``
+    ``(B, Nq, Nk)`` for a 1-D ``u``, else ``(B, H, Nq, Nk)``.
+    """
+    heads = u.reshape(-1, u.shape[-1]).shape[0] if u.dim() == 2 else 1
+    u_heads = u.reshape(heads, -1)
+    rows, width = query.shape[-1] // heads, values.shape[-1] // heads
+    outs, alphas = [], []
+    for h in range(heads):
+        cols = slice(h * rows, (h + 1) * rows)
+        pre = query[:, :, None, cols] + key[:, None, :, cols]  # (B, Nq, Nk, e/H)
+        if edge_vecs is not None:
+            pre = pre + edge_vecs[:, cols][edge_type]
+        out, alpha = attention(tanh(pre) @ u_heads[h], values[..., h * width:(h + 1) * width], key_mask,
+                               query_mask=query_mask)
+        outs.append(out)
+        alphas.append(alpha)
+    alpha = torch.stack(alphas, dim=1)
+    return torch.cat(outs, dim=-1), alpha if u.dim() == 2 else alpha[:, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
 @triton.jit
-def _tanh_slab(j0, q_ptr, k_ptr, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-               stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
+def _tanh_slab(j0, q_base, k_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
                EH: tl.constexpr, BE: tl.constexpr, HAS_EDGE: tl.constexpr, TANH: tl.constexpr):
-    """``tanh(q_i + k_k [+ E[t_ik]])`` over energy columns ``j0 : j0 + BE``: ``(BM, BN, BE)`` fp32,
-    with the columns' offsets and validity."""
-    offs_e = j0 + tl.arange(0, BE)
-    e_ok = offs_e < EH
-    q = tl.load(q_ptr + offs_m[:, None] * stride_qm + offs_e[None, :] * stride_qe,
-                mask=row_ok[:, None] & e_ok[None, :], other=0.0).to(tl.float32)  # (BM, BE)
-    k = tl.load(k_ptr + offs_n[:, None] * stride_km + offs_e[None, :] * stride_ke,
-                mask=col_ok[:, None] & e_ok[None, :], other=0.0).to(tl.float32)  # (BN, BE)
-    pre = q[:, None, :] + k[None, :, :]  # q_i + k_k  (BM, BN, BE)
-    if HAS_EDGE:
-        # + E[t_ik], gathered from the (T, e) table (small: it stays in cache)
-        pre += tl.load(ev_ptr + types[:, :, None] * stride_evt + offs_e[None, None, :] * stride_eve,
-                       mask=e_ok[None, None, :], other=0.0).to(tl.float32)
-    return _tanh(pre, TANH), offs_e, e_ok
+    """``tanh(q_i + k_k [+ E[t_ik]])`` over the head's energy columns ``j0 : j0 + BE``: ``(BM, BN, BE)``
+    fp32, with the columns' offsets and validity. ``*_base``: the sentence's and head's first element."""
+    offs_e, e_ok = block(j0, BE, EH)
+    pre = (load_tile(q_base, offs_m, offs_e, E, row_ok, e_ok)[:, None, :]  # q_i + k_k
+           + load_tile(k_base, offs_n, offs_e, E, col_ok, e_ok)[None, :, :])
+    if HAS_EDGE:  # + E[t_ik], gathered from the (T, e) table (small: it stays in cache)
+        pre += tl.load(ev_base + types[:, :, None] * E + offs_e[None, None, :], mask=e_ok[None, None, :],
+                       other=0.0).to(tl.float32)
+    return tanh_form(pre, TANH), offs_e, e_ok
 
 
 @triton.jit
-def _scores(q_ptr, k_ptr, u_ptr, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-            stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
+def _scores(q_base, k_base, u_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
             BM: tl.constexpr, BN: tl.constexpr, EH: tl.constexpr, BE: tl.constexpr,
             HAS_EDGE: tl.constexpr, TANH: tl.constexpr):
-    """``s_ik = u^T tanh(q_i + k_k [+ E[t_ik]])`` for one ``(BM, BN)`` tile, fp32."""
+    """``s_ik = u^T tanh(q_i + k_k [+ E[t_ik]])`` for one ``(BM, BN)`` tile, fp32, real keys only."""
     s = tl.zeros([BM, BN], dtype=tl.float32)
     for j0 in range(0, EH, BE):
-        t, offs_e, e_ok = _tanh_slab(j0, q_ptr, k_ptr, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-                                     stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
+        t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
                                      EH, BE, HAS_EDGE, TANH)
-        u = tl.load(u_ptr + offs_e, mask=e_ok, other=0.0).to(tl.float32)
-        s += tl.sum(t * u[None, None, :], axis=2)  # u^T tanh(...)
-    return s
+        u = tl.load(u_base + offs_e, mask=e_ok, other=0.0).to(tl.float32)
+        s += tl.sum(t * u[None, None, :], axis=2)
+    return tl.where(col_ok[None, :], s, float("-inf"))  # softmax over real keys only
 
 
 @triton.jit
-def _fwd_kernel(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S,
-                N_Q, N_K, H,
-                stride_qb, stride_qm, stride_qe, stride_kb, stride_km, stride_ke,
-                stride_evt, stride_eve, stride_etb, stride_etm, stride_etn,
-                stride_vb, stride_vn, stride_vd, stride_kmb, stride_qmb,
-                stride_ob, stride_om, stride_od, stride_sb, stride_sh, stride_sm, stride_sn,
-                EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
-                HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr,
-                NEED_ALPHA: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
-                BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+def _edge_types(ET, b, offs_m, offs_n, ok, et_sb, et_sm, et_sn, HAS_EDGE: tl.constexpr):
+    """The ``(BM, BN)`` edge types ``t_ik`` (strides: the table may be an expanded view), zeros without."""
+    types = offs_m[:, None] * 0 + offs_n[None, :] * 0
+    if HAS_EDGE:
+        types = tl.load(ET + b * et_sb + offs_m[:, None] * et_sm + offs_n[None, :] * et_sn, mask=ok, other=0)
+    return types
+
+
+@triton.jit
+def _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK: tl.constexpr):
+    """Which keys ``offs_n`` are real: before the sentence's end and, with a mask, unmasked."""
+    col_ok = offs_n < n_end
+    if HAS_KMASK:
+        col_ok = col_ok & (tl.load(KMASK + b * N_K + offs_n, mask=col_ok, other=0) != 0)
+    return col_ok
+
+
+@autotune(FWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES)
+@triton.jit
+def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_K, H, et_sb, et_sm, et_sn,
+              LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr,
+              HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr, NEED_ALPHA: tl.constexpr, TANH: tl.constexpr,
+              DOT_PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
-    offs_m = pid_m * BM + tl.arange(0, BM)
+    E, D = H * EH, H * DH
+    offs_m, rows_in = block(pid_m * BM, BM, N_Q)
     q_end = tl.load(QEND + b)  # rows past the sentence's last real query are padding
     row_ok = offs_m < q_end
     if HAS_QMASK:
-        row_ok = row_ok & (tl.load(QMASK + b * stride_qmb + offs_m, mask=row_ok, other=0) != 0)
-    # a block of padded queries skips the keys (its rows are written as empty below)
-    n_end = tl.where(pid_m * BM < q_end, tl.load(KEND + b), 0)
-    q_ptr = Q + b * stride_qb + h * EH * stride_qe
-    k_ptr = K + b * stride_kb + h * EH * stride_ke
-    ev_ptr = EV + h * EH * stride_eve
-    v_ptr = V + b * stride_vb + h * DH * stride_vd
-    offs_d = tl.arange(0, DP)
-    d_ok = offs_d < DH
+        row_ok = row_ok & (tl.load(QMASK + b * N_Q + offs_m, mask=row_ok, other=0) != 0)
+    n_end = tl.where(pid_m * BM < q_end, tl.load(KEND + b), 0)  # a block of padded queries skips the keys
+    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
+    v_base = V + b * N_K * D + h * DH
+    offs_d, d_ok = block(0, DP, DH)
     m_i = tl.full([BM], float("-inf"), dtype=tl.float32)  # running row maximum
     l_i = tl.zeros([BM], dtype=tl.float32)  # running sum of exp(s - m_i)
     acc = tl.zeros([BM, DP], dtype=tl.float32)  # running sum_k exp(s_ik - m_i) v_k
     for n0 in range(0, n_end, BN):
         offs_n = n0 + tl.arange(0, BN)
-        col_ok = offs_n < n_end
-        if HAS_KMASK:
-            col_ok = col_ok & (tl.load(KMASK + b * stride_kmb + offs_n, mask=col_ok, other=0) != 0)
-        types = offs_m[:, None] * 0 + offs_n[None, :] * 0  # (BM, BN) zeros without edge types
-        if HAS_EDGE:
-            types = tl.load(ET + b * stride_etb + offs_m[:, None] * stride_etm + offs_n[None, :] * stride_etn,
-                            mask=row_ok[:, None] & (offs_n < n_end)[None, :], other=0)
-        s = _scores(q_ptr, k_ptr, U + h * EH, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-                    stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
+        col_ok = _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK)
+        types = _edge_types(ET, b, offs_m, offs_n, row_ok[:, None] & (offs_n < n_end)[None, :],
+                            et_sb, et_sm, et_sn, HAS_EDGE)
+        s = _scores(q_base, k_base, U + h * EH, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok, E,
                     BM, BN, EH, BE, HAS_EDGE, TANH)
-        s = tl.where(col_ok[None, :], s, float("-inf"))  # softmax over real keys only
         if NEED_ALPHA:  # raw scores; normalised by exp(s - lse) once lse is known
-            tl.store(S + b * stride_sb + h * stride_sh + offs_m[:, None] * stride_sm + offs_n[None, :] * stride_sn,
-                     s, mask=(offs_m < N_Q)[:, None] & (offs_n < N_K)[None, :])
+            tl.store(S + (pid_bh * N_Q + offs_m[:, None]) * N_K + offs_n[None, :], s,
+                     mask=rows_in[:, None] & (offs_n < N_K)[None, :])
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp(-inf) = 0
         p = tl.exp(s - m_safe[:, None])  # (BM, BN)
         rescale = tl.exp(m_i - m_safe)
         l_i = l_i * rescale + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                    mask=col_ok[:, None] & d_ok[None, :], other=0.0)  # (BN, DP)
+        v = tl.load(v_base + offs_n[:, None] * D + offs_d[None, :], mask=col_ok[:, None] & d_ok[None, :],
+                    other=0.0)  # (BN, DP)
         acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)  # sum_k p_ik v_k
         m_i = m_new
     full = row_ok & (l_i > 0)  # a padded query, or one without any real key, is all zero
     out = acc / tl.where(full, l_i, 1.0)[:, None]  # h~_i = sum_k alpha_ik v_k
-    tl.store(OUT + b * stride_ob + offs_m[:, None] * stride_om + (h * DH + offs_d)[None, :] * stride_od,
-             tl.where(full[:, None], out, 0.0), mask=(offs_m < N_Q)[:, None] & d_ok[None, :])
+    tl.store(OUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_d[None, :], tl.where(full[:, None], out, 0.0),
+             mask=rows_in[:, None] & d_ok[None, :])
     # lse = +inf on empty rows makes every exp(s - lse) of backward (and alpha) exactly 0
     tl.store(LSE + pid_bh * N_Q + offs_m, tl.where(full, m_i + tl.log(tl.where(full, l_i, 1.0)), float("inf")),
-             mask=offs_m < N_Q)
+             mask=rows_in)
 
 
 @triton.jit
-def _bwd_kernel(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P,
-                DQ, DK, DU, DE, DV,
-                N_Q, N_K, H,
-                stride_qb, stride_qm, stride_qe, stride_kb, stride_km, stride_ke,
-                stride_evt, stride_eve, stride_etb, stride_etm, stride_etn,
-                stride_vb, stride_vn, stride_vd, stride_kmb,
-                stride_ob, stride_om, stride_od, stride_pb, stride_ph, stride_pm, stride_pn,
-                stride_dub, stride_de_slot,
-                EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
-                HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr,
-                TANH: tl.constexpr, DOT_PREC: tl.constexpr, SLOTS: tl.constexpr, DC: tl.constexpr,
-                BMB: tl.constexpr, BNB: tl.constexpr, BE: tl.constexpr):
+def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse, N_Q, N_K, H,
+        EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr, HAVE_P: tl.constexpr,
+        TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+        BE: tl.constexpr):
+    """One tile's weights ``p_ik`` and ``ds_ik = p_ik (<dout_i, v_k> - D_i)``, both ``(BM, BN)`` fp32."""
+    E, D = H * EH, H * DH
+    if HAVE_P:  # forward's alpha: p without recomputing the scores
+        p = tl.load(P + (pid_bh * N_Q + offs_m[:, None]) * N_K + offs_n[None, :],
+                    mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    else:
+        s = _scores(Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH, U + h * EH, EV + h * EH, types, offs_m,
+                    offs_n, row_ok, col_ok, E, BM, BN, EH, BE, HAS_EDGE, TANH)
+        p = tl.exp(s - lse[:, None])  # alpha_ik; masked keys and empty rows (lse = inf) give exactly 0
+    # <dout_i, v_k> over DC columns at a time: a whole (BM, DP) x (DP, BN) product would hold both
+    # operands' rows in registers
+    dp = tl.zeros([BM, BN], dtype=tl.float32)
+    for c0 in range(0, DP, DC):
+        offs_c, c_ok = block(c0, DC, DH)
+        dout_c = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_c[None, :],
+                         mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BM, DC)
+        v_c = tl.load(V + (b * N_K + offs_n[:, None]) * D + h * DH + offs_c[None, :],
+                      mask=col_ok[:, None] & c_ok[None, :], other=0.0)  # (BN, DC)
+        dp += tl.dot(dout_c, tl.trans(v_c), input_precision=DOT_PREC)
+    delta = tl.load(DELTA + pid_bh * N_Q + offs_m, mask=row_ok, other=0.0)
+    return p, p * (dp - delta[:, None])  # dL/ds_ik = alpha_ik (<dout_i, v_k> - <dout_i, out_i>)
+
+
+@autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DK", "DU"])
+@triton.jit
+def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK, DU, DV, N_Q, N_K, H,
+                 et_sb, et_sm, et_sn, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
+                 HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr,
+                 DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+    """Key-side pass: ``dv``, ``dk / u`` and per-key shares of ``du`` of one key block's rows."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
-    offs_n = pid_n * BNB + tl.arange(0, BNB)
+    E, D = H * EH, H * DH
+    offs_n, cols_in = block(pid_n * BN, BN, N_K)
     k_end = tl.load(KEND + b)
-    col_ok = offs_n < k_end
-    if HAS_KMASK:
-        col_ok = col_ok & (tl.load(KMASK + b * stride_kmb + offs_n, mask=col_ok, other=0) != 0)
-    # a block of padded keys has no gradient: it skips the queries
-    n_qblocks = tl.where(pid_n * BNB < k_end, tl.cdiv(tl.load(QEND + b), BMB), 0)
-    q_ptr = Q + b * stride_qb + h * EH * stride_qe
-    k_ptr = K + b * stride_kb + h * EH * stride_ke
-    ev_ptr = EV + h * EH * stride_eve
-    offs_d = tl.arange(0, DP)
-    d_ok = offs_d < DH
-    v_ptr = V + b * stride_vb + h * DH * stride_vd
-    dout_base = DOUT + b * stride_ob + h * DH * stride_od
-    dv = tl.zeros([BNB, DP], dtype=tl.float32)
-    # this program's rows of the key gradient and its partial du (no other program writes them)
-    dk_ptr = DK + b * stride_kb + h * EH * stride_ke
-    du_ptr = DU + (b * tl.num_programs(0) + pid_n) * stride_dub + h * EH
-    de_ptr = DE + (pid_bh * tl.num_programs(0) + pid_n) % SLOTS * stride_de_slot + h * EH * stride_eve
-    dq_ptr = DQ + b * stride_qb + h * EH * stride_qe
-    for step in range(0, n_qblocks):
-        # start at a different query block in each key block, so dq's atomics rarely collide
-        m0 = ((pid_n + step) % n_qblocks) * BMB
-        offs_m = m0 + tl.arange(0, BMB)
-        row_in = offs_m < N_Q
-        lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=row_in, other=float("inf"))
+    col_ok = _key_ok(KMASK, b, offs_n, k_end, N_K, HAS_KMASK)
+    m_stop = tl.where(pid_n * BN < k_end, tl.load(QEND + b), 0)  # a block of padded keys has no gradient
+    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
+    offs_d, d_ok = block(0, DP, DH)
+    dv = tl.zeros([BN, DP], dtype=tl.float32)
+    for m0 in range(0, m_stop, BM):
+        offs_m, rows_in = block(m0, BM, N_Q)
+        lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
         row_ok = lse != float("inf")  # rows with weights (real queries with a real key)
-        types = offs_m[:, None] * 0 + offs_n[None, :] * 0
-        if HAS_EDGE:
-            types = tl.load(ET + b * stride_etb + offs_m[:, None] * stride_etm + offs_n[None, :] * stride_etn,
-                            mask=row_in[:, None] & (offs_n < N_K)[None, :], other=0)
-        if HAVE_P:  # forward's alpha: p without recomputing the scores
-            p = tl.load(P + b * stride_pb + h * stride_ph + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn,
-                        mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-        else:
-            s = _scores(q_ptr, k_ptr, U + h * EH, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-                        stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
-                        BMB, BNB, EH, BE, HAS_EDGE, TANH)
-            # alpha_ik = exp(s_ik - lse_i); masked keys and empty rows give exactly 0
-            p = tl.exp(tl.where(col_ok[None, :], s, float("-inf")) - lse[:, None])
-        dout = tl.load(dout_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
-                       mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BMB, DP)
+        types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & cols_in[None, :], et_sb, et_sm, et_sn,
+                            HAS_EDGE)
+        p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
+                    N_Q, N_K, H, EH, DH, DP, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+        dout = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_d[None, :],
+                       mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BM, DP)
         dv += tl.dot(tl.trans(p).to(dout.dtype), dout, input_precision=DOT_PREC)  # dv_k = sum_i alpha_ik dout_i
-        # <dout_i, v_k> over DC columns at a time, reloaded (cache hits): a (BMB, DP) x (DP, BNB)
-        # product at once would hold both operands' rows in registers
-        dp = tl.zeros([BMB, BNB], dtype=tl.float32)
-        for c0 in range(0, DP, DC):
-            offs_c = c0 + tl.arange(0, DC)
-            c_ok = offs_c < DH
-            dout_c = tl.load(dout_base + offs_m[:, None] * stride_om + offs_c[None, :] * stride_od,
-                             mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BMB, DC)
-            v_c = tl.load(v_ptr + offs_n[:, None] * stride_vn + offs_c[None, :] * stride_vd,
-                          mask=col_ok[:, None] & c_ok[None, :], other=0.0)  # (BNB, DC)
-            dp += tl.dot(dout_c, tl.trans(v_c), input_precision=DOT_PREC)
-        delta = tl.load(DELTA + pid_bh * N_Q + offs_m, mask=row_ok, other=0.0)
-        ds = p * (dp - delta[:, None])  # dL/ds_ik = alpha_ik (<dout_i, v_k> - <dout_i, out_i>)
         for j0 in range(0, EH, BE):
-            t, offs_e, e_ok = _tanh_slab(j0, q_ptr, k_ptr, ev_ptr, types, offs_m, offs_n, row_ok, col_ok,
-                                         stride_qm, stride_qe, stride_km, stride_ke, stride_evt, stride_eve,
-                                         EH, BE, HAS_EDGE, TANH)
+            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
+                                         E, EH, BE, HAS_EDGE, TANH)
+            rows = (b * N_K + offs_n[:, None]) * E + h * EH + offs_e[None, :]  # this program's own rows
+            ok = col_ok[:, None] & e_ok[None, :]
             g = ds[:, :, None] * (1.0 - t * t)  # G_ikj = ds_ik (1 - tanh_ikj^2)
-            tl.atomic_add(dq_ptr + offs_m[:, None] * stride_qm + offs_e[None, :] * stride_qe, tl.sum(g, axis=1),
-                          mask=row_ok[:, None] & e_ok[None, :])  # sum_k G_ik
-            dk_tile = dk_ptr + offs_n[:, None] * stride_km + offs_e[None, :] * stride_ke
-            dk_ok = col_ok[:, None] & e_ok[None, :]
-            tl.store(dk_tile, tl.load(dk_tile, mask=dk_ok, other=0.0) + tl.sum(g, axis=0), mask=dk_ok)  # sum_i G_ik
-            du_c = tl.sum(tl.sum(ds[:, :, None] * t, axis=1), axis=0)  # sum_ik ds_ik tanh_ikj
-            tl.store(du_ptr + offs_e, tl.load(du_ptr + offs_e, mask=e_ok, other=0.0) + du_c, mask=e_ok)
-            if HAS_EDGE:
-                # sum over the pairs of each type t_ik
-                tl.atomic_add(de_ptr + types[:, :, None] * stride_evt + offs_e[None, None, :] * stride_eve, g,
+            tl.store(DK + rows, tl.load(DK + rows, mask=ok, other=0.0) + tl.sum(g, axis=0), mask=ok)  # sum_i G
+            tl.store(DU + rows, tl.load(DU + rows, mask=ok, other=0.0) + tl.sum(ds[:, :, None] * t, axis=0),
+                     mask=ok)  # sum_i ds_ik tanh_ikj
+    tl.store(DV + (b * N_K + offs_n[:, None]) * D + h * DH + offs_d[None, :], dv,
+             mask=cols_in[:, None] & d_ok[None, :])
+
+
+@autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DQ", "DE"])
+@triton.jit
+def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_Q, N_K, H, et_sb, et_sm, et_sn,
+                de_slot, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr,
+                HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
+                SLOTS: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+    """Query-side pass: ``dq / u`` of one query block's rows and ``dE / u`` (atomics, by edge type)."""
+    pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
+    b, h = pid_bh // H, pid_bh % H
+    E = H * EH
+    offs_m, rows_in = block(pid_m * BM, BM, N_Q)
+    lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
+    row_ok = lse != float("inf")
+    n_end = tl.load(KEND + b)
+    n_stop = tl.where(tl.max(row_ok.to(tl.int32), axis=0) > 0, n_end, 0)  # rows without weights skip the keys
+    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
+    de_base = DE + (pid_bh * tl.num_programs(0) + pid_m) % SLOTS * de_slot  # this program's copy of the table
+    for n0 in range(0, n_stop, BN):
+        offs_n = n0 + tl.arange(0, BN)
+        col_ok = _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK)
+        types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & (offs_n < N_K)[None, :], et_sb, et_sm, et_sn,
+                            HAS_EDGE)
+        p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
+                    N_Q, N_K, H, EH, DH, DP, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+        for j0 in range(0, EH, BE):
+            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
+                                         E, EH, BE, HAS_EDGE, TANH)
+            g = ds[:, :, None] * (1.0 - t * t)  # G_ikj
+            rows = (b * N_Q + offs_m[:, None]) * E + h * EH + offs_e[None, :]  # this program's own rows
+            ok = row_ok[:, None] & e_ok[None, :]
+            tl.store(DQ + rows, tl.load(DQ + rows, mask=ok, other=0.0) + tl.sum(g, axis=1), mask=ok)  # sum_k G
+            if HAS_EDGE:  # sum over the pairs of each type t_ik, into one of SLOTS copies of the table
+                tl.atomic_add(de_base + types[:, :, None] * E + h * EH + offs_e[None, None, :], g,
                               mask=(row_ok[:, None] & col_ok[None, :])[:, :, None] & e_ok[None, None, :])
-    tl.store(DV + b * stride_vb + offs_n[:, None] * stride_vn + (h * DH + offs_d)[None, :] * stride_vd,
-             dv, mask=(offs_n < N_K)[:, None] & d_ok[None, :])
 
 
-#: GPU tiles of the forward, ``(BM, BN, BE, warps, stages)``: ``BM`` queries x ``BN`` keys per tile,
-#: ``BE`` energy columns per slab (``tl.dot`` needs ``BM, BN >= 16``). They compile for sm_90 without
-#: register spills in every precision and option (32 x 32 tiles spill with IEEE fp32) and give one
-#: long sentence a program for every SM (docs/benchmarks.md, "CN3 layer on a GPU"). Not autotuned:
-#: compiling several tiles per dtype and option costs more than a short run saves.
-FWD_TILE = (16, 16, 16, 8, 1)
-#: GPU tiles of the backward, ``(BMB, BNB, BE, warps, stages)``: ``BNB`` keys per program, ``BMB``
-#: queries per step of its loop; spill-free with TF32 and bf16, 76 bytes with IEEE fp32, 34 KB.
-BWD_TILE = (16, 16, 4, 8, 1)
+# ---------------------------------------------------------------------------------------------
+# Host side: launches, the torch.library op and its autograd
+# ---------------------------------------------------------------------------------------------
+
+def _edge_args(edge_vecs: Tensor | None, edge_type: Tensor | None, like: Tensor) -> tuple[Tensor, Tensor, tuple]:
+    """The edge table and types as the kernels take them (placeholders without), and the types' strides."""
+    if edge_vecs is None:
+        return like.new_zeros(1, 1), torch.zeros(1, 1, 1, dtype=torch.int32, device=like.device), (0, 0, 0)
+    return edge_vecs.contiguous(), edge_type, edge_type.stride()
 
 
-def _tiles(tile: tuple[int, ...], names: tuple[str, str, str]) -> dict:
-    """Launch options: :data:`INTERPRETER_TILES` in the interpreter, else ``tile``."""
-    if INTERPRETING:
-        return {name: INTERPRETER_TILES[name] for name in names}
-    return {**dict(zip(names, tile[:3])), "num_warps": tile[3], "num_stages": tile[4]}
+def _shape(q: Tensor, v: Tensor, heads: int, n_k: int, has_edge: bool, tanh: str) -> dict:
+    """The constexprs (and tuning key) every kernel of one call shares."""
+    from cn3.layers.triton_common import TANH_FORMS  # noqa: PLC0415
+
+    return dict(LEN_BUCKET=length_bucket(max(q.shape[1], n_k)), EH=q.shape[-1] // heads, DH=v.shape[-1] // heads,
+                DP=triton.next_power_of_2(max(v.shape[-1] // heads, 16)), HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh],
+                DOT_PREC=dot_precision(q.dtype))
 
 
-def _ends(mask: Tensor | None, batch: int, n: int, device: torch.device) -> Tensor:
-    """``(B,)`` int32: one past each row's last True (``n`` without a mask), so that kernels stop
-    at the padding instead of masking it tile by tile."""
-    if mask is None or n == 0:  # (amax refuses an empty axis)
-        return torch.full((batch,), n, dtype=torch.int32, device=device)
-    position = torch.arange(1, n + 1, dtype=torch.int32, device=device)
-    return (mask.to(torch.int32) * position).amax(dim=-1).to(torch.int32)
+def _check_device(query: Tensor) -> None:
+    if query.device.type == "cpu" and not INTERPRETING:
+        raise ValueError("the fused kernel runs on CUDA, or on CPU tensors in Triton's interpreter "
+                         "(TRITON_INTERPRET=1 set before triton is imported)")
 
 
-def _mask_bytes(mask: Tensor | None, device: torch.device) -> Tensor:
-    """The bool mask as uint8 (what the kernel loads), or a one-byte placeholder."""
-    if mask is None:
-        return torch.ones(1, 1, dtype=torch.uint8, device=device)
-    return mask.contiguous().view(torch.uint8)
+@torch.library.custom_op("cn3::fused_additive_attention_fwd", mutates_args=(), schema=(
+    "(Tensor query, Tensor key, Tensor u, Tensor? edge_vecs, Tensor? edge_type, Tensor values, Tensor? key_mask, "
+    "Tensor? query_mask, bool need_alpha, str tanh) -> (Tensor, Tensor, Tensor)"))
+def _forward_op(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, need_alpha, tanh):
+    """``out (B, Nq, d)`` in the query's dtype, ``lse (B H, Nq)`` fp32 and ``alpha (B, H, Nq, Nk)`` fp32
+    (``(0,)`` without ``need_alpha``); ``query``, ``key``, ``values`` and ``edge_vecs`` of one dtype."""
+    _check_device(query)
+    device = query.device
+    q, k, v, u = query.contiguous(), key.contiguous(), values.contiguous(), u.contiguous()
+    batch, n_q, _ = q.shape
+    n_k, heads = k.shape[1], u.shape[0]
+    ev, et, et_strides = _edge_args(edge_vecs, edge_type, q)
+    k_end = ends(key_mask, batch, n_k, device)
+    # the layer passes one mask as both: one pass over it
+    q_end = k_end if query_mask is key_mask and n_q == n_k else ends(query_mask, batch, n_q, device)
+    out = q.new_empty(batch, n_q, v.shape[-1])
+    lse = torch.empty(batch * heads, n_q, dtype=torch.float32, device=device)
+    # unvisited tiles (padding) keep -inf: weight exactly 0 after normalising
+    scores = (torch.full((batch, heads, n_q, n_k), float("-inf"), device=device) if need_alpha
+              else lse.new_empty(1))
+    if batch and n_q:
+        _attn_fwd[lambda meta: (triton.cdiv(n_q, meta["BM"]), batch * heads)](
+            q, k, u, ev, et, v, mask_bytes(key_mask, device), mask_bytes(query_mask, device), k_end, q_end, out, lse,
+            scores, n_q, n_k, heads, *et_strides, HAS_KMASK=key_mask is not None, HAS_QMASK=query_mask is not None,
+            NEED_ALPHA=need_alpha, **_shape(q, v, heads, n_k, edge_vecs is not None, tanh))
+    alpha = scores.sub_(lse.view(batch, heads, n_q, 1)).exp_() if need_alpha else lse.new_empty(0)  # exp(s - lse)
+    return out, lse, alpha
 
 
-def _dot_precision(dtype: torch.dtype) -> str:
-    """``tl.dot``'s input precision for values of ``dtype``: fp32 as torch's own matmuls (TF32 only
-    where ``torch.backends.cuda.matmul.allow_tf32``, e.g. ``set_float32_matmul_precision("high")``),
-    fp64 exact; 16-bit operands ignore it."""
-    if dtype == torch.float64 or (dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32):
-        return "ieee"
-    return "tf32"
+@_forward_op.register_fake
+def _forward_fake(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, need_alpha, tanh):
+    batch, n_q, _ = query.shape
+    heads = u.shape[0]
+    alpha_shape = (batch, heads, n_q, key.shape[1]) if need_alpha else (0,)
+    return (query.new_empty(batch, n_q, values.shape[-1]), query.new_empty(batch * heads, n_q, dtype=torch.float32),
+            query.new_empty(alpha_shape, dtype=torch.float32))
 
 
-def default_tanh(dtype: torch.dtype) -> str:
-    """``sigmoid`` in the interpreter (the only form it runs), ``approx`` for 16-bit inputs (its
-    error is below their resolution), ``libdevice`` for fp32."""
-    if INTERPRETING:
-        return "sigmoid"
-    return "approx" if dtype in (torch.bfloat16, torch.float16) else "libdevice"
+@torch.library.custom_op("cn3::fused_additive_attention_bwd", mutates_args=(), schema=(
+    "(Tensor grad_out, Tensor query, Tensor key, Tensor u, Tensor? edge_vecs, Tensor? edge_type, Tensor values, "
+    "Tensor? key_mask, Tensor? query_mask, Tensor out, Tensor lse, Tensor alpha, str tanh) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _backward_op(grad_out, query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, out, lse, alpha, tanh):
+    """``dq, dk, du, dE, dv`` in their inputs' dtypes (``dE`` ``(0,)`` without edges); ``alpha`` of
+    ``(0,)``: recompute the weights."""
+    _check_device(query)
+    device = query.device
+    q, k, v, u = query.contiguous(), key.contiguous(), values.contiguous(), u.contiguous()
+    batch, n_q, dim = q.shape
+    n_k, heads = k.shape[1], u.shape[0]
+    has_edge, have_p = edge_vecs is not None, alpha.numel() > 0
+    ev, et, et_strides = _edge_args(edge_vecs, edge_type, q)
+    grad_out = grad_out.to(v.dtype).contiguous()
+    # D_i = <dout_i, out_i> per head, the softmax backward's row term
+    delta = (grad_out.float() * out.float()).view(batch, n_q, heads, -1).sum(-1).transpose(1, 2).contiguous()
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=device)  # sum_k G_ik
+    dk = torch.zeros(k.shape, dtype=torch.float32, device=device)  # sum_i G_ik
+    du = torch.zeros(k.shape, dtype=torch.float32, device=device)  # per key: sum_i ds_ik tanh_ik
+    dv = torch.zeros(v.shape, dtype=torch.float32, device=device)
+    de = torch.zeros(SLOTS, *ev.shape, dtype=torch.float32, device=device) if has_edge else dq.new_zeros(1)
+    kmask = mask_bytes(key_mask, device)
+    k_end = ends(key_mask, batch, n_k, device)
+    q_end = ends(query_mask, batch, n_q, device)
+    p = alpha.contiguous() if have_p else lse.new_empty(1)
+    shape = dict(_shape(q, v, heads, n_k, has_edge, tanh), HAS_KMASK=key_mask is not None, HAVE_P=have_p)
+    shape["DC"] = min(32, shape["DP"])
+    if batch and n_k and n_q:
+        _attn_bwd_kv[lambda meta: (triton.cdiv(n_k, meta["BN"]), batch * heads)](
+            q, k, u, ev, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dk, du, dv, n_q, n_k, heads,
+            *et_strides, **shape)
+        _attn_bwd_q[lambda meta: (triton.cdiv(n_q, meta["BM"]), batch * heads)](
+            q, k, u, ev, et, v, kmask, k_end, grad_out, lse, delta, p, dq, de, n_q, n_k, heads, *et_strides,
+            de[0].numel(), SLOTS=SLOTS, **shape)
+    u_flat = u.reshape(-1).float()  # dq, dk, dE are u times the sums of G
+    return (dq.mul_(u_flat).to(q.dtype), dk.mul_(u_flat).to(k.dtype), du.sum((0, 1)).view(u.shape).to(u.dtype),
+            de.sum(0).mul_(u_flat).to(ev.dtype) if has_edge else q.new_empty(0), dv.to(v.dtype))
 
 
-class FusedAdditiveAttention(torch.autograd.Function):
-    """:class:`cn3.layers.blockwise_energy.BlockwiseAdditiveAttention` with ``H`` heads in one kernel.
+@_backward_op.register_fake
+def _backward_fake(grad_out, query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, out, lse, alpha,
+                   tanh):
+    return (torch.empty_like(query), torch.empty_like(key), torch.empty_like(u),
+            torch.empty_like(edge_vecs) if edge_vecs is not None else query.new_empty(0), torch.empty_like(values))
 
-    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, need_alpha, tanh)``:
 
-    - query ``(B, Nq, e)``, key ``(B, Nk, e)``, u ``(H, e/H)``: differentiable
-    - edge_vecs ``(T, e)`` (differentiable) and edge_type ``(B, Nq, Nk)`` integer, or both None
-    - values ``(B, Nk, d)``, ``H`` divides ``d``: differentiable
-    - key_mask ``(B, Nk)``, query_mask ``(B, Nq)``: bool or None
-    - need_alpha: also return the weights; tanh: a key of :data:`TANH_FORMS`
+def _setup_context(ctx, inputs, output) -> None:
+    query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, _need_alpha, tanh = inputs
+    out, lse, alpha = output
+    ctx.save_for_backward(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, out, lse, alpha)
+    ctx.tanh = tanh
 
-    Returns ``context (B, Nq, d)`` in the query's dtype and ``alpha (B, H, Nq, Nk)`` fp32 (not
-    differentiable), or None without ``need_alpha``.
-    """
 
-    @staticmethod
-    def forward(ctx, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None, edge_type: Tensor | None,
-                values: Tensor, key_mask: Tensor | None, query_mask: Tensor | None, need_alpha: bool,
-                tanh: str) -> tuple[Tensor, Tensor | None]:
-        device = query.device
-        if device.type == "cpu" and not INTERPRETING:
-            raise ValueError("the fused kernel runs on CUDA, or on CPU tensors in Triton's interpreter "
-                             "(TRITON_INTERPRET=1 set before triton is imported)")
-        ctx.dtypes = (query.dtype, key.dtype, u.dtype, None if edge_vecs is None else edge_vecs.dtype,
-                      values.dtype)
-        compute = query.dtype  # the autocast dtype under autocast, as in the blockwise path
-        u = u.contiguous()  # (H, e/H), fp32 in the kernel
-        q, k, v = query.contiguous(), key.to(compute).contiguous(), values.to(compute).contiguous()
-        batch, n_q, dim = q.shape
-        n_k, width, heads = k.shape[1], v.shape[-1], u.shape[0]
-        has_edge = edge_vecs is not None
-        ev = edge_vecs.to(compute).contiguous() if has_edge else q.new_zeros(1, 1)
-        et = edge_type if has_edge else torch.zeros(1, 1, 1, dtype=torch.int32, device=device)
-        kmask, qmask = _mask_bytes(key_mask, device), _mask_bytes(query_mask, device)
-        k_end = _ends(key_mask, batch, n_k, device)
-        # the layer passes one mask as both: one pass over it
-        q_end = k_end if query_mask is key_mask and n_q == n_k else _ends(query_mask, batch, n_q, device)
-        out = q.new_empty(batch, n_q, width)
-        lse = torch.empty(batch * heads, n_q, dtype=torch.float32, device=device)
-        # unvisited tiles (padding) keep -inf: weight exactly 0 after normalising
-        scores = (torch.full((batch, heads, n_q, n_k), float("-inf"), device=device) if need_alpha
-                  else lse.new_empty(1, 1, 1, 1))
-        shape = dict(EH=dim // heads, DH=width // heads, DP=triton.next_power_of_2(max(width // heads, 16)),
-                     HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=_dot_precision(compute))
-        tiles = _tiles(FWD_TILE, ("BM", "BN", "BE"))
-        if batch and n_q:
-            _fwd_kernel[(triton.cdiv(n_q, tiles["BM"]), batch * heads)](
-                q, k, u, ev, et, v, kmask, qmask, k_end, q_end, out, lse, scores, n_q, n_k, heads,
-                *q.stride(), *k.stride(), *ev.stride(), *et.stride(), *v.stride(), kmask.stride(0),
-                qmask.stride(0), *out.stride(), *scores.stride(), HAS_KMASK=key_mask is not None,
-                HAS_QMASK=query_mask is not None, NEED_ALPHA=need_alpha, **shape, **tiles)
-        alpha = scores.sub_(lse.view(batch, heads, n_q, 1)).exp_() if need_alpha else None  # exp(s - lse)
-        ctx.save_for_backward(q, k, u, ev if has_edge else None, edge_type, v, kmask, k_end, q_end, out, lse, alpha)
-        ctx.shape, ctx.has_kmask = shape, key_mask is not None
-        if need_alpha:
-            ctx.mark_non_differentiable(alpha)
-        ctx.set_materialize_grads(False)
-        return out, alpha
+def _backward(ctx, grad_out, _grad_lse, _grad_alpha):
+    query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, out, lse, alpha = ctx.saved_tensors
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    dq, dk, du, de, dv = _backward_op(grad_out, query, key, u, edge_vecs, edge_type, values, key_mask, query_mask,
+                                      out, lse, alpha, ctx.tanh)
+    return dq, dk, du, de if edge_vecs is not None else None, None, dv, None, None, None, None
 
-    @staticmethod
-    def backward(ctx, grad_out: Tensor | None, _grad_alpha: None):
-        if grad_out is None:
-            return (None,) * 10
-        q, k, u, ev, edge_type, v, kmask, k_end, q_end, out, lse, alpha = ctx.saved_tensors
-        batch, n_q, dim = q.shape
-        n_k, heads, device = k.shape[1], u.shape[0], q.device
-        has_edge = ev is not None
-        grad_out = grad_out.to(v.dtype).contiguous()
-        # D_i = <dout_i, out_i> per head, the softmax backward's row term
-        delta = (grad_out.float() * out.float()).view(batch, n_q, heads, -1).sum(-1).transpose(1, 2).contiguous()
-        dq = torch.zeros(q.shape, dtype=torch.float32, device=device)  # sum_k G_ik, atomics
-        dk = torch.zeros(k.shape, dtype=torch.float32, device=device)  # sum_i G_ik
-        dv = torch.empty(v.shape, dtype=torch.float32, device=device)
-        tiles = _tiles(BWD_TILE, ("BMB", "BNB", "BE"))
-        n_blocks = triton.cdiv(n_k, tiles["BNB"])
-        du = torch.zeros(batch * n_blocks, dim, dtype=torch.float32, device=device)  # one row per program
-        de = (torch.zeros(SLOTS, *ev.shape, dtype=torch.float32, device=device) if has_edge
-              else dq.new_zeros(1, 1, 1))
-        ev_arg = ev if has_edge else q.new_zeros(1, 1)
-        et = edge_type if has_edge else torch.zeros(1, 1, 1, dtype=torch.int32, device=device)
-        p = alpha if alpha is not None else lse.new_empty(1, 1, 1, 1)
-        if batch and n_k:
-            _bwd_kernel[(n_blocks, batch * heads)](
-                q, k, u, ev_arg, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dq, dk, du, de, dv,
-                n_q, n_k, heads, *q.stride(), *k.stride(), *ev_arg.stride(), *et.stride(), *v.stride(),
-                kmask.stride(0), *out.stride(), *p.stride(), du.stride(0), de.stride(0),
-                HAS_KMASK=ctx.has_kmask, HAVE_P=alpha is not None, SLOTS=SLOTS, DC=min(32, ctx.shape["DP"]),
-                **ctx.shape, **tiles)
-        u_flat = u.reshape(-1).float()  # dq, dk, dE are u times the sums of G
-        dtype_q, dtype_k, dtype_u, dtype_e, dtype_v = ctx.dtypes
-        need = ctx.needs_input_grad
-        return (dq.mul_(u_flat).to(dtype_q) if need[0] else None,
-                dk.mul_(u_flat).to(dtype_k) if need[1] else None,
-                du.sum(0).view(u.shape).to(dtype_u) if need[2] else None,
-                de.sum(0).mul_(u_flat).to(dtype_e) if has_edge and need[3] else None, None,
-                dv.to(dtype_v) if need[5] else None, None, None, None, None)
+
+_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def fused_additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
                              key_mask: Tensor | None = None, query_mask: Tensor | None = None,
                              edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
                              need_alpha: bool = True, tanh: str | None = None) -> tuple[Tensor, Tensor | None]:
-    """:func:`cn3.layers.blockwise_energy.additive_attention` in one fused kernel, with energy heads.
+    """:func:`cn3.layers.blockwise_energy.additive_attention` in fused kernels, with energy heads.
 
     Args:
-        query, key: ``(B, Nq, e)``, ``(B, Nk, e)`` per-node projections ``q_i``, ``k_k``.
+        query, key: ``(B, Nq, e)``, ``(B, Nk, e)`` per-node projections ``q_i``, ``k_k``; the query's
+            dtype (the autocast dtype under autocast) is the tiles' (key, values and edge table are
+            cast to it, and their gradients back).
         u: ``(e,)``, or ``(H, e/H)`` for ``H`` heads (head ``h``: columns ``h e/H : (h+1) e/H`` of
             the projections and of ``edge_vecs``, slice ``h d/H : (h+1) d/H`` of the values).
         values: ``(B, Nk, d)``.
         key_mask, query_mask: ``(B, Nk)``, ``(B, Nq)`` bool, True at real nodes, or None.
         edge_vecs, edge_type: ``(T, e)`` and ``(B, Nq, Nk)`` integer in ``[0, T)``, or both None.
-        need_alpha: return the weights (``(B, Nq, Nk)`` fp32, ``(B, H, Nq, Nk)`` with heads); False
-            keeps the memory O(B N (d + e)).
-        tanh: ``sigmoid``, ``libdevice`` or ``approx``; None: :func:`default_tanh`.
+        need_alpha: return the weights (``(B, Nq, Nk)`` fp32, ``(B, H, Nq, Nk)`` with heads; not
+            differentiable); False keeps the memory O(B N (d + e)).
+        tanh: a key of :data:`cn3.layers.triton_common.TANH_FORMS`; None:
+            :func:`cn3.layers.triton_common.default_tanh`.
 
-    Shapes:
-        returns ``out (B, Nq, d)`` and ``alpha`` or None.
+    Returns:
+        ``out (B, Nq, d)`` in the query's dtype, and ``alpha`` or None.
+
+    Raises:
+        ValueError: one of ``edge_vecs``/``edge_type`` without the other, a ``tanh`` form this process
+            cannot run, or CPU tensors outside Triton's interpreter.
     """
     if (edge_vecs is None) != (edge_type is None):
         raise ValueError("edge_vecs and edge_type go together")
     tanh = tanh or default_tanh(query.dtype)
-    if tanh not in TANH_FORMS or (INTERPRETING and tanh != "sigmoid"):
-        raise ValueError(f"tanh must be one of {sorted(TANH_FORMS)} (only 'sigmoid' in the interpreter), got {tanh!r}")
+    check_tanh(tanh)
+    compute = query.dtype
     heads_u = u if u.dim() == 2 else u.unsqueeze(0)  # (H, e/H)
-    out, alpha = FusedAdditiveAttention.apply(query, key, heads_u, edge_vecs, edge_type, values, key_mask,
-                                              query_mask, need_alpha, tanh)
-    if alpha is not None and u.dim() == 1:
-        alpha = alpha.squeeze(1)  # (B, Nq, Nk)
-    return out, alpha
+    out, _, alpha = torch.ops.cn3.fused_additive_attention_fwd(
+        query, key.to(compute), heads_u, None if edge_vecs is None else edge_vecs.to(compute), edge_type,
+        values.to(compute), key_mask, query_mask, need_alpha, tanh)
+    if not need_alpha:
+        return out, None
+    alpha = alpha.detach()
+    return out, alpha.squeeze(1) if u.dim() == 1 else alpha

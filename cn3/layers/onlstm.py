@@ -21,7 +21,7 @@ The input projections of all steps are one matrix product; the recurrence is :cl
 ``model.rnn.onlstm_kernel`` in a run's config). The kernel changes nothing beyond rounding:
 
 * ``scan``: a Python loop over time (:func:`_forward_steps`, :func:`_backward_steps`); any device and dtype.
-* ``triton``: the persistent kernels of :mod:`cn3.layers.onlstm_triton` on fp32 CUDA tensors (CPU
+* ``triton``: the kernels of :mod:`cn3.layers.onlstm_triton` on fp32 CUDA tensors (CPU
   tensors under Triton's interpreter); elsewhere ``scan`` (Triton missing: a ``RuntimeWarning``, once).
 * ``auto``: ``triton`` on fp32 CUDA tensors up to hidden :data:`TRITON_AUTO_MAX_HIDDEN` where Triton
   imports, else ``scan``.
@@ -137,12 +137,12 @@ AUTOCAST_STEP_LOOP = frozenset({"cpu"})
 #: Values of ``ONLSTM(kernel=...)`` (module docstring): ``auto`` picks per call (:func:`_use_triton`),
 #: ``scan`` and ``triton`` force a kernel.
 KERNELS = ("auto", "scan", "triton")
-#: The widest hidden size ``auto`` gives the Triton kernels. A program owns 8 batch rows and multiplies
-#: them by the whole recurrent weight each step, so its serial work grows with hidden^2 while the
-#: number of programs does not. Only two shapes were measured, 64 x 25 x 256 (Triton the faster) and
-#: 32 x 50 x 512 (the scan the faster; docs/benchmarks.md, "Measured on one NVIDIA H100"): where
-#: between 256 and 512 they cross is not known.
-TRITON_AUTO_MAX_HIDDEN = 256
+#: The widest hidden size ``auto`` gives the Triton kernels. They split the hidden units over up to
+#: one program per SM (:func:`cn3.layers.onlstm_triton.plan`), so a wide layer at a small batch still
+#: keeps most SMs busy (batch 32, hidden 512: 4 row blocks x 16 column programs); above 1024 each
+#: step's recurrent product is large enough for cuBLAS in the plain scan. The rule is by shape and
+#: awaits a GPU measurement (docs/benchmarks.md, "Kernels: what is tuned").
+TRITON_AUTO_MAX_HIDDEN = 1024
 _triton_missing: list[str] = []  # the warning, once given
 
 

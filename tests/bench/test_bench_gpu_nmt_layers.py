@@ -41,6 +41,7 @@ def test_quick_run_on_cpu_writes_the_summary(tmp_path):
         assert ratios and all(v > 0 for v in ratios), r
     assert set(summary["targets"]) == {"hybrid/transformer <= 1.10 (fp32)", "onlstm/lstm <= 3 (fp32)"}
     assert not any("onlstm-triton" in k for r in summary["rows"] for k in r)  # no CUDA: no Triton column
+    assert all(r["floor_ms"] is None and r["x_floor"] is None for r in summary["rows"] if r["part"] == "rnn")
     # only nn.LSTM under bf16 may be missing here (a CPU without oneDNN's bf16 LSTM), and it is said so
     assert all((s["part"], s["precision"], s["column"]) == ("rnn", "bf16", "lstm")
                and s["reason"].startswith("not supported on this CPU: ") for s in summary["not_supported"])
@@ -96,3 +97,18 @@ def test_race_leaves_out_what_the_cpu_cannot_run():
                                 bench.Timer(torch.device("cpu")), torch.device("cpu"))
     assert set(times) == {"ok"} and calls == ["ok"] * 5  # 2 warm-up calls (the probe is the first), 3 timed
     assert list(skipped) == ["lstm"] and skipped["lstm"].startswith("not supported on this CPU: could not create")
+
+
+def test_the_floor_is_the_named_cards_special_function_rate():
+    """H100 and H200: 132 SMs x 16 results per clock x 1.98 GHz; another card has no floor. CN3 at
+    1 x 5000, e 100: 5e9 tanh forward + backward (half the time in bf16: two per instruction);
+    ON-LSTM at 32 x 50 x 512, chunk 8: 2 x 32 x 50 x (8 x 512 + 2 x 64) results."""
+    bench = load_bench()
+    layers = bench._gpu_layers()
+    rate, label = layers.tanh_rate("NVIDIA H100 80GB HBM3")
+    assert rate == pytest.approx(132 * 16 * 1.98e9) and label.startswith("H100: 132 SMs")
+    assert layers.tanh_rate("NVIDIA H200")[0] == rate
+    assert layers.tanh_rate("NVIDIA A100-SXM4-80GB") is None
+    assert layers.cn3_floor_ms(1, 5000, 100, rate, False) == pytest.approx(5e9 / 4.18176e12 * 1e3)
+    assert layers.cn3_floor_ms(1, 5000, 100, rate, True) == pytest.approx(5e9 / 4.18176e12 * 1e3 / 2)
+    assert bench.onlstm_floor_ms(32, 50, 512, 8, rate) == pytest.approx(2 * 32 * 50 * 4224 / 4.18176e12 * 1e3)

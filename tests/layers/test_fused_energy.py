@@ -108,7 +108,7 @@ def test_need_alpha_false_gives_the_same_states_and_no_weights():
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[gpu]', or "
                                            "scripts/setup.sh): the fused kernel's interpreter tests need it")
-@pytest.mark.slow  # 28 kernels in Triton's interpreter, one program at a time: 15-35 s
+@pytest.mark.slow  # 29 cases in Triton's interpreter, one program at a time: 30-60 s
 def test_interpreter_cases():
     """``tests/fused_interpreter_cases.py`` in Triton's interpreter
     (:func:`tests.triton_interpreter.run_interpreter_cases`)."""
@@ -125,6 +125,7 @@ def test_gpu_bench_runs_quick_on_cpu(tmp_path):
                    cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
     summary = json.loads(out.read_text())
     assert summary["quick"] and summary["device"].startswith("CPU")
+    assert summary["tanh_floor_card"] is None and all(r["floor_ms"] is None for r in summary["results"])
     rows = {(r["B"], r["N"], r["dtype"], r["impl"]) for r in summary["results"]}
     assert {(4, 12, "fp32", "blockwise"), (1, 40, "bf16", "dense"), (4, 12, "bf16", "mha")} <= rows
     if not torch.cuda.is_available():
@@ -140,10 +141,12 @@ needs_cuda_triton = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TR
 @needs_cuda_triton
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("need_alpha", [False, True])
-def test_fused_matches_dense_on_cuda(heads, need_alpha):
-    """The compiled kernel (libdevice tanh, IEEE fp32 products: torch's default) against the dense
+def test_fused_matches_dense_on_cuda(monkeypatch, heads, need_alpha):
+    """The compiled kernels (libdevice tanh, IEEE fp32 products: torch's default) against the dense
     path on the same weights: states, weights and every gradient, with node attributes, edge types,
     padding, one node and an empty sentence."""
+    from cn3.layers import fused_energy  # noqa: PLC0415
+    monkeypatch.setattr(fused_energy, "default_tanh", lambda dtype: "libdevice")
     torch.manual_seed(0)
     fused = DynamicGraphLayer(64, attr_dim=8, n_edge_types=7, edge_dim=16, energy_dim=40, energy_heads=heads,
                               impl="fused").to(CUDA)
@@ -194,3 +197,147 @@ def test_fused_under_bf16_autocast_is_close_to_fp32_on_cuda():
         assert g16.dtype == torch.float32
         assert (g16 - g32).norm() / g32.norm() < 0.05
     assert (h16 - h32).norm() / h32.norm() < 0.05
+
+
+class _ApproxTanh(torch.autograd.Function):
+    """``tanh(x) (1 + eps sign)``: the documented worst relative error of ``tanh.approx.f32`` with the
+    given signs, differentiated as the kernels do (``1 - t^2`` of the approximate ``t``)."""
+
+    @staticmethod
+    def forward(ctx, x, signs, eps):
+        t = torch.tanh(x) * (1 + eps * signs)
+        ctx.save_for_backward(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        (t,) = ctx.saved_tensors
+        return grad * (1 - t * t), None, None
+
+
+#: Documented tolerance of the approximate tanh against the exact one, in units of its relative
+#: error ``eps = 2^-10.987``: each gradient's relative difference (Frobenius norm) at most 4 eps.
+#: The outputs are bounded by derivation: ``|ds_ik| <= eps sum_j |u_j|``, so each weight moves by a
+#: factor within ``exp(+-2 eps |u|_1)`` and ``|d out| <= (exp(2 eps |u|_1) - 1) max |v|``.
+APPROX_GRAD_EPS = 4
+
+
+@pytest.mark.parametrize("pattern", ["plus", "minus", "random"])
+def test_approx_tanh_error_bounds_the_layer(pattern):
+    """The hardware tanh's error, emulated in float64 at the bench's widths (e 100, d 300, two heads),
+    moves the outputs within the derived bound and every gradient within the documented tolerance."""
+    pytest.importorskip("triton")
+    from cn3.layers.fused_energy import reference_attention  # noqa: PLC0415
+    from cn3.layers.triton_common import APPROX_TANH_REL_ERROR as eps  # noqa: PLC0415
+
+    gen = torch.Generator().manual_seed(0)
+    b, n, e, d = 2, 30, 100, 300
+    q, k, v = (torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
+               for shape in ((b, n, e), (b, n, e), (b, n, d)))
+    u = (torch.randn(2, e // 2, generator=gen, dtype=torch.float64) / e ** 0.5).requires_grad_()
+    mask = padding_mask(torch.tensor([n, 17]), n)
+    signs = {"plus": torch.ones(b, n, n, e // 2, dtype=torch.float64),
+             "minus": -torch.ones(b, n, n, e // 2, dtype=torch.float64),
+             "random": torch.randint(0, 2, (b, n, n, e // 2), generator=gen).double() * 2 - 1}[pattern]
+    exact, _ = reference_attention(q, k, u, v, mask, mask)
+    approx, _ = reference_attention(q, k, u, v, mask, mask, tanh=lambda x: _ApproxTanh.apply(x, signs, eps))
+    bound = (torch.exp(2 * eps * u.abs().sum(-1).max()) - 1) * v.abs().max()
+    assert 0 < (approx - exact).abs().max() <= bound
+    probe = torch.randn(exact.shape, generator=gen, dtype=torch.float64)
+    for got, want in zip(torch.autograd.grad((approx * probe).sum(), [q, k, u, v]),
+                         torch.autograd.grad((exact * probe).sum(), [q, k, u, v])):
+        assert (got - want).norm() / want.norm() <= APPROX_GRAD_EPS * eps
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_the_op_traces_without_graph_breaks():
+    """``torch.compile(fullgraph=True)`` of a function calling the op: one forward graph holding
+    ``cn3::fused_additive_attention_fwd`` and one backward graph holding ``_bwd`` (meta tensors: the
+    op's fake kernels, no Triton kernel runs)."""
+    from functorch.compile import make_boxed_func  # noqa: PLC0415
+    from torch._dynamo.backends.common import aot_autograd  # noqa: PLC0415
+
+    from cn3.layers.fused_energy import fused_additive_attention  # noqa: PLC0415
+
+    graphs = []
+
+    def record(gm, _example_inputs):
+        graphs.append([str(node.target) for node in gm.graph.nodes if node.op == "call_function"])
+        return make_boxed_func(gm.forward)
+
+    def loss(q, k, u, v, mask, edge_vecs, edge_type):
+        out, _ = fused_additive_attention(q, k, u, v, mask, mask, edge_vecs, edge_type, need_alpha=False,
+                                          tanh="approx")
+        return out.float().pow(2).sum()
+
+    meta = torch.device("meta")
+    q, k, v = (torch.randn(*s, device=meta, requires_grad=True) for s in ((2, 5, 8), (2, 5, 8), (2, 5, 6)))
+    u = torch.randn(2, 4, device=meta, requires_grad=True)
+    edge_vecs = torch.randn(3, 8, device=meta, requires_grad=True)
+    mask = torch.ones(2, 5, dtype=torch.bool, device=meta)
+    edge_type = torch.zeros(2, 5, 5, dtype=torch.long, device=meta)
+    compiled = torch.compile(loss, fullgraph=True, backend=aot_autograd(fw_compiler=record, bw_compiler=record))
+    compiled(q, k, u, v, mask, edge_vecs, edge_type).backward()
+    assert len(graphs) == 2
+    assert sum("cn3.fused_additive_attention_fwd" in target for target in graphs[0]) == 1
+    assert sum("cn3.fused_additive_attention_bwd" in target for target in graphs[1]) == 1
+    for x in (q, k, u, v, edge_vecs):
+        assert x.grad is not None and x.grad.shape == x.shape
+
+
+def _signature(fn, dtype: str) -> dict[str, str]:
+    """Argument types of a fused kernel for :func:`cn3.layers.triton_common.sm90_usage`."""
+    ints = {"N_Q", "N_K", "H", "et_sb", "et_sm", "et_sn", "de_slot", "LEN_BUCKET"}
+    tiles = {"Q", "K", "EV", "V", "OUT", "DOUT"}
+    kinds = {"ET": "*i64", "KMASK": "*u8", "QMASK": "*u8", "KEND": "*i32", "QEND": "*i32"}
+    return {p.name: "constexpr" if p.is_constexpr else "i32" if p.name in ints else kinds.get(p.name)
+            or (f"*{dtype}" if p.name in tiles else "*fp32") for p in fn.params}
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.slow  # 19 configs through Triton's compiler and ptxas: 1-2 min
+@pytest.mark.parametrize("dtype, prec, tanh", [("fp32", "tf32", 2)])
+def test_configs_compile_for_sm90(dtype, prec, tanh):
+    """Every candidate tile of the three kernels through Triton's whole compiler for sm_90 at the
+    bench's widths (e 100, d 300, one head), no GPU needed; at least one per kernel spills nothing
+    (the runtime prune keeps only those). Prints the table docs/benchmarks.md records."""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton without its NVIDIA backend")
+    from cn3.layers import fused_energy as fe  # noqa: PLC0415
+    from cn3.layers.triton_common import INTERPRETING, sm90_usage  # noqa: PLC0415
+    if INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter")
+    shape = dict(EH=100, DH=300, DP=512, HAS_EDGE=True, TANH=tanh, DOT_PREC=prec, HAS_KMASK=True)
+    extra = {fe._attn_fwd: dict(HAS_QMASK=True, NEED_ALPHA=False),
+             fe._attn_bwd_kv: dict(HAVE_P=False, DC=32), fe._attn_bwd_q: dict(HAVE_P=False, DC=32, SLOTS=fe.SLOTS)}
+    for kernel, flags in extra.items():
+        rows = []
+        for config in kernel.configs:
+            usage = sm90_usage(kernel.fn, _signature(kernel.fn, dtype), {**shape, **flags, **config.kwargs},
+                               config.num_warps, config.num_stages)
+            rows.append((tuple(config.kwargs.values()), config.num_warps, config.num_stages, usage))
+        print(kernel.fn.__name__, dtype, *rows, sep="\n  ")
+        assert any(usage["stack"] == 0 for *_, usage in rows), f"{kernel.fn.__name__}: every config spills"
+
+
+@needs_cuda_triton
+def test_fused_with_the_hardware_tanh_on_cuda():
+    """The default on CUDA, ``tanh.approx.f32``, against the dense path (exact tanh, IEEE fp32): the
+    outputs within the derived bound ``(exp(2 eps |u|_1) - 1) max |v|`` and every gradient within
+    the documented ``APPROX_GRAD_EPS`` eps relative norm (plus fp32's own rounding)."""
+    from cn3.layers.triton_common import APPROX_TANH_REL_ERROR as eps  # noqa: PLC0415
+    torch.manual_seed(0)
+    fused = DynamicGraphLayer(64, n_edge_types=5, edge_dim=8, energy_dim=32, impl="fused").to(CUDA)
+    dense = copy.deepcopy(fused)
+    dense.impl = "dense"
+    h = torch.randn(6, 40, 64, device=CUDA, requires_grad=True)
+    mask = padding_mask(torch.tensor([40, 31, 7, 1, 0, 22]), 40).to(CUDA)
+    edges = torch.randint(0, 5, (6, 40, 40), device=CUDA)
+    out, _, _ = fused(h, mask, edge_type=edges, need_alpha=False)
+    ref, _, _ = dense(h, mask, edge_type=edges)
+    bound = (torch.exp(2 * eps * fused.u.abs().sum()) - 1) * h.abs().max()
+    assert (out - ref).abs().max() <= bound + 1e-5
+    probe = torch.randn_like(out)
+    got = torch.autograd.grad((out * probe).sum(), [h, *fused.parameters()])
+    want = torch.autograd.grad((ref * probe).sum(), [h, *dense.parameters()])
+    for g, w in zip(got, want):
+        assert (g - w).norm() / w.norm() <= APPROX_GRAD_EPS * eps + 1e-4
