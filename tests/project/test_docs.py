@@ -266,7 +266,7 @@ def test_docs_sh_serves_the_site():
                 break
             except OSError:
                 time.sleep(0.5)
-        assert page and "bash scripts/main.sh" in page
+        assert page and "<title>Quickstart - cn3</title>" in page and "scripts/main.sh" in page
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
