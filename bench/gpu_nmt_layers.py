@@ -15,8 +15,8 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
 2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against
    ``torch.nn.LSTM`` of the same width (cuDNN on CUDA), full rows, at 64x25x256 and 32x50x512. Target:
    ON-LSTM / LSTM <= 3. ``onlstm`` is the default (``kernel="auto"``: the Triton kernels on CUDA up to
-   hidden 256 and the plain scan above, :func:`cn3.layers.onlstm._use_triton`), ``onlstm-plain`` the
-   plain scan (``kernel="scan"``) and, on CUDA with Triton, ``onlstm-triton`` the persistent Triton
+   hidden 1024 and the plain scan above, :func:`cn3.layers.onlstm._use_triton`), ``onlstm-plain`` the
+   plain scan (``kernel="scan"``) and, on CUDA with Triton, ``onlstm-triton`` the Triton
    kernels (:mod:`cn3.layers.onlstm_triton`, ``kernel="triton"``) on the same weights, with the
    largest difference of its output and input gradient from the plain scan's (``triton_max_diff``, one
    fp32 call: a check on the kernels' barriers at real sizes). The first calls of the default and of

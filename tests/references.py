@@ -6,6 +6,9 @@ full broadcasting, PyG's generic collation), for small inputs in tests only.
 * :func:`dynamic_graph_reference` — :class:`cn3.layers.DynamicGraphLayer`, one node pair at a time.
 * :func:`additive_attention_dense` — :func:`cn3.layers.additive_attention` by broadcasting.
 * :func:`collate` — :func:`cn3.sentence.batching.make_batch` through per-item PyG ``Data`` objects.
+
+The Triton kernels' references live beside the kernels, where their tests import them from:
+:func:`cn3.layers.fused_energy.reference_attention` and :func:`cn3.layers.onlstm_triton.reference_scan`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,10 @@ in FlashAttention's manner for an additive score (the shape of Triton's fused-at
 Products: ``alpha v``, ``alpha^T dout`` and ``dout v^T`` are ``tl.dot`` on the tensor cores: bf16 under
 bf16 autocast, TF32 in fp32 where torch allows TF32 (:func:`cn3.layers.triton_common.dot_precision`),
 IEEE fp32 otherwise. ``u^T tanh(.)`` stays a sum over ``e`` on the CUDA cores: a rank-one contraction
-would use one column of a tensor-core tile. The energy, softmax and accumulators are fp32.
+would use one column of a tensor-core tile. The energy, softmax and accumulators are fp32. A head's
+value columns are held as two power-of-two parts (:func:`value_parts`: 300 = 256 + 64), so that the
+message sum's accumulator takes 320 columns of registers rather than 512, which lets larger tiles
+compile without spills.
 
 ``tanh=`` (:data:`cn3.layers.triton_common.TANH_FORMS`): on CUDA by default the special-function
 unit's ``tanh.approx.f32`` (``tanh.approx.bf16x2`` under bf16), one instruction through
@@ -57,6 +60,7 @@ from torch import Tensor
 from cn3.layers.attention import attention
 from cn3.layers.triton_common import (
     INTERPRETING,
+    TANH_FORMS,
     autotune,
     block,
     check_tanh,
@@ -86,11 +90,11 @@ def _configs(tiles: list[tuple[int, int, int, int, int]]) -> list[triton.Config]
 #: Candidate tiles ``(BM, BN, BE, warps, stages)`` of the forward: ``BM`` queries x ``BN`` keys per
 #: tile, ``BE`` energy columns per ``tanh`` slab (``tl.dot`` needs ``BM, BN >= 16``). Those that spill
 #: on the GPU at hand are dropped before timing (docs/benchmarks.md, "Kernels: what is tuned").
-FWD_CONFIGS = _configs([(16, 16, 16, 4, 1), (16, 16, 16, 8, 1), (32, 32, 8, 8, 1), (32, 32, 4, 4, 2),
-                        (64, 32, 4, 8, 1), (32, 64, 4, 8, 1), (64, 64, 2, 8, 1)])
+FWD_CONFIGS = _configs([(16, 16, 16, 8, 1), (16, 16, 16, 4, 1), (32, 16, 8, 8, 1), (32, 32, 2, 8, 1),
+                        (32, 32, 4, 8, 1), (64, 32, 4, 8, 1), (64, 64, 2, 8, 1)])
 #: Candidate tiles of both backward passes (``BM`` queries x ``BN`` keys per tile).
-BWD_CONFIGS = _configs([(16, 16, 4, 4, 1), (16, 16, 8, 8, 1), (32, 32, 4, 8, 1), (32, 32, 2, 4, 1),
-                        (64, 32, 2, 8, 1), (32, 64, 2, 8, 1)])
+BWD_CONFIGS = _configs([(16, 16, 4, 4, 1), (16, 16, 8, 8, 1), (32, 16, 4, 8, 1), (16, 32, 4, 8, 1),
+                        (32, 16, 2, 8, 1), (32, 32, 4, 8, 1), (64, 32, 2, 8, 1)])
 #: What the tuning is keyed by (besides the tensors' dtypes): the length bucket, widths and options.
 TUNE_KEY = ["LEN_BUCKET", "EH", "DH", "HAS_EDGE", "TANH", "DOT_PREC"]
 
@@ -108,7 +112,7 @@ def reference_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, k
     elementwise function (a stand-in for an approximate one). Returns ``out (B, Nq, d)`` and ``alpha``
     ``(B, Nq, Nk)`` for a 1-D ``u``, else ``(B, H, Nq, Nk)``.
     """
-    heads = u.reshape(-1, u.shape[-1]).shape[0] if u.dim() == 2 else 1
+    heads = u.shape[0] if u.dim() == 2 else 1
     u_heads = u.reshape(heads, -1)
     rows, width = query.shape[-1] // heads, values.shape[-1] // heads
     outs, alphas = [], []
@@ -178,9 +182,9 @@ def _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK: tl.constexpr):
 @autotune(FWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES)
 @triton.jit
 def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_K, H, et_sb, et_sm, et_sn,
-              LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr,
-              HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr, NEED_ALPHA: tl.constexpr, TANH: tl.constexpr,
-              DOT_PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+              LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
+              HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr, NEED_ALPHA: tl.constexpr,
+              TANH: tl.constexpr, DOT_PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     E, D = H * EH, H * DH
@@ -192,10 +196,13 @@ def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_
     n_end = tl.where(pid_m * BM < q_end, tl.load(KEND + b), 0)  # a block of padded queries skips the keys
     q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
     v_base = V + b * N_K * D + h * DH
-    offs_d, d_ok = block(0, DP, DH)
+    offs_d, d_ok = block(0, DP, DH)  # the value columns in two power-of-two parts: [0, DP), [DP, DP + DP2)
     m_i = tl.full([BM], float("-inf"), dtype=tl.float32)  # running row maximum
     l_i = tl.zeros([BM], dtype=tl.float32)  # running sum of exp(s - m_i)
     acc = tl.zeros([BM, DP], dtype=tl.float32)  # running sum_k exp(s_ik - m_i) v_k
+    if DP2 > 0:
+        offs_d2, d2_ok = block(DP, DP2, DH)
+        acc2 = tl.zeros([BM, DP2], dtype=tl.float32)
     for n0 in range(0, n_end, BN):
         offs_n = n0 + tl.arange(0, BN)
         col_ok = _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK)
@@ -214,11 +221,19 @@ def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_
         v = tl.load(v_base + offs_n[:, None] * D + offs_d[None, :], mask=col_ok[:, None] & d_ok[None, :],
                     other=0.0)  # (BN, DP)
         acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)  # sum_k p_ik v_k
+        if DP2 > 0:
+            v2 = tl.load(v_base + offs_n[:, None] * D + offs_d2[None, :], mask=col_ok[:, None] & d2_ok[None, :],
+                         other=0.0)
+            acc2 = acc2 * rescale[:, None] + tl.dot(p.to(v2.dtype), v2, input_precision=DOT_PREC)
         m_i = m_new
     full = row_ok & (l_i > 0)  # a padded query, or one without any real key, is all zero
-    out = acc / tl.where(full, l_i, 1.0)[:, None]  # h~_i = sum_k alpha_ik v_k
-    tl.store(OUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_d[None, :], tl.where(full[:, None], out, 0.0),
+    norm = tl.where(full, l_i, 1.0)[:, None]
+    out_base = OUT + (b * N_Q + offs_m[:, None]) * D + h * DH  # h~_i = sum_k alpha_ik v_k
+    tl.store(out_base + offs_d[None, :], tl.where(full[:, None], acc / norm, 0.0),
              mask=rows_in[:, None] & d_ok[None, :])
+    if DP2 > 0:
+        tl.store(out_base + offs_d2[None, :], tl.where(full[:, None], acc2 / norm, 0.0),
+                 mask=rows_in[:, None] & d2_ok[None, :])
     # lse = +inf on empty rows makes every exp(s - lse) of backward (and alpha) exactly 0
     tl.store(LSE + pid_bh * N_Q + offs_m, tl.where(full, m_i + tl.log(tl.where(full, l_i, 1.0)), float("inf")),
              mask=rows_in)
@@ -226,7 +241,8 @@ def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_
 
 @triton.jit
 def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse, N_Q, N_K, H,
-        EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr, HAVE_P: tl.constexpr,
+        EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr, HAS_EDGE: tl.constexpr,
+        HAVE_P: tl.constexpr,
         TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
         BE: tl.constexpr):
     """One tile's weights ``p_ik`` and ``ds_ik = p_ik (<dout_i, v_k> - D_i)``, both ``(BM, BN)`` fp32."""
@@ -241,7 +257,7 @@ def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row
     # <dout_i, v_k> over DC columns at a time: a whole (BM, DP) x (DP, BN) product would hold both
     # operands' rows in registers
     dp = tl.zeros([BM, BN], dtype=tl.float32)
-    for c0 in range(0, DP, DC):
+    for c0 in range(0, DP + DP2, DC):
         offs_c, c_ok = block(c0, DC, DH)
         dout_c = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_c[None, :],
                          mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BM, DC)
@@ -256,8 +272,9 @@ def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row
 @triton.jit
 def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK, DU, DV, N_Q, N_K, H,
                  et_sb, et_sm, et_sn, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
-                 HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr,
-                 DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+                 DP2: tl.constexpr, HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr,
+                 TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 BE: tl.constexpr):
     """Key-side pass: ``dv``, ``dk / u`` and per-key shares of ``du`` of one key block's rows."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
@@ -267,8 +284,11 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
     col_ok = _key_ok(KMASK, b, offs_n, k_end, N_K, HAS_KMASK)
     m_stop = tl.where(pid_n * BN < k_end, tl.load(QEND + b), 0)  # a block of padded keys has no gradient
     q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
-    offs_d, d_ok = block(0, DP, DH)
+    offs_d, d_ok = block(0, DP, DH)  # the value columns in two parts, as in the forward
     dv = tl.zeros([BN, DP], dtype=tl.float32)
+    if DP2 > 0:
+        offs_d2, d2_ok = block(DP, DP2, DH)
+        dv2 = tl.zeros([BN, DP2], dtype=tl.float32)
     for m0 in range(0, m_stop, BM):
         offs_m, rows_in = block(m0, BM, N_Q)
         lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
@@ -276,10 +296,13 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
         types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & cols_in[None, :], et_sb, et_sm, et_sn,
                             HAS_EDGE)
         p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
-                    N_Q, N_K, H, EH, DH, DP, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
-        dout = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_d[None, :],
-                       mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BM, DP)
+                    N_Q, N_K, H, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+        dout_base = DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH
+        dout = tl.load(dout_base + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BM, DP)
         dv += tl.dot(tl.trans(p).to(dout.dtype), dout, input_precision=DOT_PREC)  # dv_k = sum_i alpha_ik dout_i
+        if DP2 > 0:
+            dout2 = tl.load(dout_base + offs_d2[None, :], mask=row_ok[:, None] & d2_ok[None, :], other=0.0)
+            dv2 += tl.dot(tl.trans(p).to(dout2.dtype), dout2, input_precision=DOT_PREC)
         for j0 in range(0, EH, BE):
             t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
                                          E, EH, BE, HAS_EDGE, TANH)
@@ -289,14 +312,17 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
             tl.store(DK + rows, tl.load(DK + rows, mask=ok, other=0.0) + tl.sum(g, axis=0), mask=ok)  # sum_i G
             tl.store(DU + rows, tl.load(DU + rows, mask=ok, other=0.0) + tl.sum(ds[:, :, None] * t, axis=0),
                      mask=ok)  # sum_i ds_ik tanh_ikj
-    tl.store(DV + (b * N_K + offs_n[:, None]) * D + h * DH + offs_d[None, :], dv,
-             mask=cols_in[:, None] & d_ok[None, :])
+    dv_base = DV + (b * N_K + offs_n[:, None]) * D + h * DH
+    tl.store(dv_base + offs_d[None, :], dv, mask=cols_in[:, None] & d_ok[None, :])
+    if DP2 > 0:
+        tl.store(dv_base + offs_d2[None, :], dv2, mask=cols_in[:, None] & d2_ok[None, :])
 
 
 @autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DQ", "DE"])
 @triton.jit
 def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_Q, N_K, H, et_sb, et_sm, et_sn,
-                de_slot, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, HAS_EDGE: tl.constexpr,
+                de_slot, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
+                HAS_EDGE: tl.constexpr,
                 HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
                 SLOTS: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
     """Query-side pass: ``dq / u`` of one query block's rows and ``dE / u`` (atomics, by edge type)."""
@@ -316,7 +342,7 @@ def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_
         types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & (offs_n < N_K)[None, :], et_sb, et_sm, et_sn,
                             HAS_EDGE)
         p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
-                    N_Q, N_K, H, EH, DH, DP, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+                    N_Q, N_K, H, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
         for j0 in range(0, EH, BE):
             t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
                                          E, EH, BE, HAS_EDGE, TANH)
@@ -342,11 +368,17 @@ def _edge_args(edge_vecs: Tensor | None, edge_type: Tensor | None, like: Tensor)
 
 def _shape(q: Tensor, v: Tensor, heads: int, n_k: int, has_edge: bool, tanh: str) -> dict:
     """The constexprs (and tuning key) every kernel of one call shares."""
-    from cn3.layers.triton_common import TANH_FORMS  # noqa: PLC0415
+    width = v.shape[-1] // heads
+    return dict(LEN_BUCKET=length_bucket(max(q.shape[1], n_k)), EH=q.shape[-1] // heads, DH=width,
+                **value_parts(width), HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh], DOT_PREC=dot_precision(q.dtype))
 
-    return dict(LEN_BUCKET=length_bucket(max(q.shape[1], n_k)), EH=q.shape[-1] // heads, DH=v.shape[-1] // heads,
-                DP=triton.next_power_of_2(max(v.shape[-1] // heads, 16)), HAS_EDGE=has_edge, TANH=TANH_FORMS[tanh],
-                DOT_PREC=dot_precision(q.dtype))
+
+def value_parts(width: int) -> dict:
+    """A head's value columns as two power-of-two parts (``tl.arange`` widths), ``DP`` and ``DP2``
+    (0: none), each at least 16 (``tl.dot``'s smallest width): 300 = 256 + 64, where one part would
+    take 512 columns of registers for the message sum."""
+    first = max(16, 1 << (max(width, 1).bit_length() - 1))
+    return {"DP": first, "DP2": 0 if first >= width else max(16, triton.next_power_of_2(width - first))}
 
 
 def _check_device(query: Tensor) -> None:
