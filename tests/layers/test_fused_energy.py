@@ -342,3 +342,18 @@ def test_fused_with_the_hardware_tanh_on_cuda():
     want = torch.autograd.grad((ref * probe).sum(), [h, *dense.parameters()])
     for g, w in zip(got, want):
         assert (g - w).norm() / w.norm() <= APPROX_GRAD_EPS * eps + 1e-4
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_default_tanh_is_the_special_function_unit_on_cuda():
+    """Outside the interpreter: ``tanh.approx.bf16x2`` for bf16 tiles, ``tanh.approx.f32`` for fp32 and
+    fp16, libdevice's for fp64; unknown forms are refused with the list."""
+    from cn3.layers.triton_common import INTERPRETING, check_tanh, default_tanh  # noqa: PLC0415
+    if INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter")
+    assert [default_tanh(d) for d in (torch.bfloat16, torch.float32, torch.float16, torch.float64)] == [
+        "approx_bf16", "approx", "approx", "libdevice"]
+    for form in ("sigmoid", "libdevice", "approx", "approx_bf16"):
+        check_tanh(form)
+    with pytest.raises(ValueError, match="tanh must be one of"):
+        check_tanh("fast")
