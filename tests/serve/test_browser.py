@@ -3,8 +3,7 @@ system ``chromedriver``, against the real server (``live_server``) over the tiny
 
 Every test opens the page afresh; after it, the browser's console must hold no ``SEVERE`` entry and every
 resource the page loaded must come from the server's origin. Screenshots of each view are written to
-``$CN3_SCREENSHOTS`` (default: ``screenshots/`` under pytest's base temp directory, printed); with
-``CN3_README_FIGURE=1`` the sentence view is also written to ``docs/figures/serve.png``.
+``$CN3_SCREENSHOTS`` (default: ``screenshots/`` under pytest's base temp directory, printed).
 Skipped, saying why, where the browser, its driver or Selenium is missing (``scripts/setup.sh`` installs
 ``chromium`` and ``chromium-driver`` as root where apt is available).
 """
@@ -17,6 +16,7 @@ import struct
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
+import zlib
 from html import escape
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -25,7 +25,6 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-REPO = Path(__file__).resolve().parents[2]
 #: the sentence every sentence run is shown (a question: TREC's kind)
 QUESTION = "What is the capital city of France ?"
 #: hostile text: markup, both quotes, an ampersand and right-to-left words
@@ -230,21 +229,8 @@ def test_sentence_view_layers_heads_topk_and_hover(page, serve_ids):
     highlighted = page.all("svg.heatmap rect.cell.hl")
     assert len(highlighted) == 2 * n - 1  # the word's row and column
     page.screenshot("view-sentence")
-    if os.environ.get("CN3_README_FIGURE") == "1":
-        _readme_figure(page)
     ActionChains(page.driver).move_to_element(page.find("header h1")).perform()
     assert page.all("svg.arcs .row") == [] and page.all("svg.heatmap rect.cell.hl") == []
-
-
-def _readme_figure(page: Page) -> None:
-    """The sentence view in the README (docs/figures/serve.png), the viewport only, under 200 KB."""
-    path = REPO / "docs" / "figures" / "serve.png"
-    page.driver.set_window_size(1280, 860)
-    try:
-        assert page.driver.get_screenshot_as_file(str(path))
-    finally:
-        page.driver.set_window_size(1400, 1000)
-    assert path.stat().st_size < 200_000
 
 
 def test_compare_two_runs_and_load_an_item(page, serve_ids):
@@ -401,7 +387,7 @@ def grid_server(serve_app, tmp_path):
         "# Demo grid\n\nAccuracy of `cn3` runs, **best** first. <script>window.pwned=1</script>\n\n"
         "| run | dev |\n|---|---:|\n| cn3 | 0.81 |\n| <i>transformer</i> | 0.79 |\n\n"
         "```\ncn3 experiment run --out grid\n```\n\n![accuracy](curves.png)\n", encoding="utf-8")
-    (grid / "curves.png").write_bytes((REPO / "docs" / "figures" / _any_png()).read_bytes())
+    (grid / "curves.png").write_bytes(_png(48, 20))
     app = ServeApp(list(serve_app.runs.values()), max_words=serve_app.max_words, grid=find_report(grid))
     server = make_server(app, "127.0.0.1", 0, quiet=True)
     thread = serve_in_thread(server)
@@ -413,8 +399,14 @@ def grid_server(serve_app, tmp_path):
         thread.join(timeout=5)
 
 
-def _any_png() -> str:
-    return sorted(p.name for p in (REPO / "docs" / "figures").glob("*.png") if p.name != "serve.png")[0]
+def _png(width: int, height: int) -> bytes:
+    """A grey ``width`` x ``height`` PNG (8-bit greyscale, one IDAT chunk)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes([128]) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def test_grid_report(driver, grid_server, shots):
@@ -425,7 +417,7 @@ def test_grid_report(driver, grid_server, shots):
     assert tab.is_displayed()
     tab.click()
     page.wait.until(lambda d: page.all("#grid-page .report img"))
-    page.wait.until(lambda d: d.execute_script("return document.querySelector('#grid-page img').naturalWidth") > 0)
+    page.wait.until(lambda d: d.execute_script("return document.querySelector('#grid-page img').naturalWidth") == 48)
     report = page.find("#grid-page .report")
     assert report.find_element("css selector", "h2").text == "Demo grid"
     rows = report.find_elements("css selector", "table tr")

@@ -221,9 +221,12 @@
     const n = rowTokens.length, m = colTokens.length;
     const cell = Math.max(n, m) <= 14 ? 26 : Math.max(n, m) <= 40 ? 16 : 11;
     const label = (t) => (t.length > 16 ? `${t.slice(0, 15)}…` : t);
-    const left = 8 + Math.max(20, ...rowTokens.map((t) => textWidth(label(t), 11)));
-    const head = 8 + Math.max(20, ...colTokens.map((t) => textWidth(label(t), 11))) * 0.8;
-    const right = 0.6 * Math.max(20, ...colTokens.map((t) => textWidth(label(t), 11)));  // rotated labels lean right
+    const px = Math.min(11, cell - 2);  // labels no taller than a cell: long sentences stay legible
+    const angle = cell >= 26 ? -55 : -90;  // narrow columns: upright labels, which cannot overlap
+    const longest = Math.max(20, ...colTokens.map((t) => textWidth(label(t), px)));
+    const left = 8 + Math.max(20, ...rowTokens.map((t) => textWidth(label(t), px)));
+    const head = 8 + longest * (angle === -90 ? 1 : 0.82);
+    const right = angle === -90 ? 6 : 0.6 * longest;  // slanted labels lean right
     const width = Math.ceil(left + m * cell + right), height = Math.ceil(head + n * cell + 6);
     const svg = sv("svg", { xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`, class: "heatmap" });
     svg.appendChild(sv("rect", { x: 0, y: 0, width, height, fill: "#fff" }));
@@ -243,11 +246,11 @@
       }
     }));
     rowTokens.forEach((t, i) => svg.appendChild(sv("text", { class: "lab row-lab", "data-i": i, x: left - 4,
-      y: fmt(head + i * cell + cell / 2 + 4, 1), "text-anchor": "end" }, label(t))));
+      y: fmt(head + i * cell + cell / 2 + px / 3, 1), "text-anchor": "end", style: `font-size:${px}px` }, label(t))));
     colTokens.forEach((t, k) => {
-      const x = left + k * cell + cell / 2 + 4, y = head - 4;
+      const x = left + k * cell + cell / 2 + px / 3, y = head - 4;
       svg.appendChild(sv("text", { class: "lab col-lab", "data-k": k, x: fmt(x, 1), y: fmt(y, 1),
-        transform: `rotate(-55 ${fmt(x, 1)} ${fmt(y, 1)})` }, label(t)));
+        style: `font-size:${px}px`, transform: `rotate(${angle} ${fmt(x, 1)} ${fmt(y, 1)})` }, label(t)));
     });
     return svg;
   }
