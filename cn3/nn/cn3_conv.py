@@ -40,8 +40,8 @@ class CN3Conv(CN3Parts, MessagePassing):
     ``Tensor`` ``edge_index`` is accepted (no ``SparseTensor``), and no bipartite ``(x_src, x_dst)``.
 
     Args:
-        in_channels, out_channels, heads, edge_types, edge_dim, energy_dim, concat, gate, dropout,
-        bias, project: as :class:`~cn3.nn.DenseCN3Conv`.
+        in_channels, out_channels, heads, edge_types, edge_dim, energy_dim, concat, gate, dropout, bias, project: as
+            :class:`~cn3.nn.DenseCN3Conv`.
         add_self_loops: replace the graph's self-loops by one per node (above).
         fill_value: the self-loops' ``edge_attr``: a float, a ``(edge_dim,)`` tensor or a reduction
             (``"mean"``, ``"add"``, ...) of each node's incoming edge features, as in
