@@ -19,7 +19,8 @@ in ``info["alphas"]`` (one matrix per layer) as ``cn3 analyze graphs`` does:
 A translation run's view holds the source pieces, the encoder's self-attention per layer, the
 translation (greedy), the decoder's cross-attention per decoder layer (head-averaged, target x
 source, captured while the translation is fed back to the decoder) and the hybrid encoder's local
-gate per source piece.
+gate per source piece. Its source is split into the run's sentencepiece pieces whatever
+``pretokenized`` says (the model reads nothing else).
 
 Numbers are rounded to :data:`DIGITS` decimals; ``NaN`` (the row entropy of a one-word sentence)
 becomes ``None``.
