@@ -365,7 +365,7 @@
 
   function viewBlock(view) {
     const run = runById(view.run);
-    const title = run ? `${run.name} (${run.encoder}${run.graph ? `, ${run.graph}` : ""})` : view.run;
+    const title = run ? `${run.name} (${run.encoder}, ${run.task})` : view.run;
     return el("div", { class: "view", "data-run": view.run }, el("h2", {}, el("bdi", { text: title })),
       predictionBlock(view), (view.sides || []).map(sideBlock), view.translation ? translationBlock(view.translation) : null);
   }
