@@ -73,14 +73,45 @@ def predict(model: SentenceGraphModel, dataset, device: torch.device, batch_size
     Returns ``(predictions, infos)``; ``infos`` holds each batch's attention/gate outputs when
     ``keep_info`` (for visualisation), else is empty.
     """
-    preds: list = [None] * len(dataset)
+    preds = SplitOutputs(len(dataset), model.args.level == "node")
     infos = []
     for batch, out, rows in scored_batches(model, dataset, device, batch_size):
-        for row, i, n in rows:
-            preds[i] = out.pred[row, :n].tolist() if model.args.level == "node" else int(out.pred[row])
+        preds.add(out.pred, rows)
         if keep_info:
             infos.append(([i for _, i, _ in rows], out.info))
-    return preds, infos
+    return preds.per_item(), infos
+
+
+class SplitOutputs:
+    """A per-row output of every batch of a split, kept on the device and copied to the host once.
+
+    ``add(values, rows)`` takes a batch's ``(B,)`` or ``(B, ...)`` tensor (``(B, N, ...)`` when
+    ``per_token``) with :func:`scored_batches`'s ``rows``; :meth:`per_item` pads the batches to one
+    width, copies them in one transfer and returns each item's value in dataset order: a Python
+    number or list, or per token (cut to the item's length) a list.
+    """
+
+    def __init__(self, items: int, per_token: bool):
+        self.items, self.per_token = items, per_token
+        self.parts: list[Tensor] = []
+        self.rows: list[tuple[int, int]] = []  # (item, length) of each row of the concatenated batches
+
+    def add(self, values: Tensor, rows: list[tuple[int, int, int]]) -> None:
+        self.parts.append(values)
+        self.rows.extend((i, n) for _, i, n in rows)
+
+    def per_item(self) -> list:
+        out: list = [None] * self.items
+        if not self.parts:
+            return out
+        parts = self.parts
+        if self.per_token:
+            width = max(p.shape[1] for p in parts)
+            parts = [torch.nn.functional.pad(p, [0, 0] * (p.dim() - 2) + [0, width - p.shape[1]]) for p in parts]
+        host = torch.cat(parts).cpu().tolist()  # the split's one copy to the host
+        for (i, n), value in zip(self.rows, host, strict=True):
+            out[i] = value[:n] if self.per_token else value
+        return out
 
 
 def gold_and_predictions(model, dataset, labels: list[str], level: str, device,
@@ -300,15 +331,12 @@ def predict_with_probabilities(model, dataset, device: torch.device, batch_size:
     Returns ``(predictions, probs)``: per item a class id and a list of ``K`` class probabilities, or
     a list of tag ids (the Viterbi path) and per token a list of ``T`` tag marginals.
     """
-    preds: list = [None] * len(dataset)
-    probs: list = [None] * len(dataset)
+    node = model.args.level == "node"
+    preds, probs = SplitOutputs(len(dataset), node), SplitOutputs(len(dataset), node)
     for batch, out, rows in scored_batches(model, dataset, device, batch_size):
-        p = probabilities(model, batch, out).cpu()
-        for row, i, n in rows:
-            node = model.args.level == "node"
-            preds[i] = out.pred[row, :n].tolist() if node else int(out.pred[row])
-            probs[i] = p[row, :n].tolist() if node else p[row].tolist()
-    return preds, probs
+        preds.add(out.pred, rows)
+        probs.add(probabilities(model, batch, out), rows)
+    return preds.per_item(), probs.per_item()
 
 
 def _ranked(p: list[float], labels: list[str], floor: float = 0.0) -> dict[str, float]:

@@ -76,12 +76,16 @@ class CompiledForward:
     recurrent encoders (``allow_rnn``) and keep up to ``limit`` graphs (:func:`recompile_limit`)
     before falling back to eager.
 
+    Building one drops every graph dynamo holds in the process (``torch._dynamo.reset``).
     On CUDA each call starts a new CUDA-graph step (``torch.compiler.cudagraph_mark_step_begin``), so
     a training loop may call it once per update; the returned tensors are overwritten by the next
     call and must be consumed (summed, backpropagated) before it.
     """
 
     def __init__(self, fn: Callable, device: torch.device, limit: int):
+        # one compiled training forward per process: dynamo keeps its graphs per code object, so a second
+        # task's (runs in one process, tests) would count against the first's limit and fall back to eager
+        torch._dynamo.reset()
         self.cuda = device.type == "cuda"
         self.limit = max(limit, torch._dynamo.config.recompile_limit)
         self.fn = torch.compile(fn, mode="reduce-overhead" if self.cuda else None, dynamic=False)

@@ -96,6 +96,23 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch,
         assert all(torch.equal(a["raw_model"][k], b["raw_model"][k]) for k in a["raw_model"])
 
 
+def test_resume_with_the_step_compiled_reproduces_an_uninterrupted_run(prepared, tmp_path):
+    """``train.compile=on`` on the CPU (dropout drawn by inductor's own generator, whose seeds come from
+    torch's, which the checkpoint restores): interrupted and resumed equals straight through."""
+    data = prepared("trec", "none", embeddings=False)
+    common = ["data.limit=200", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2",
+              "model.dropout=0.3", "train.compile=on"]
+    straight = run("trec", data, tmp_path / "a", common)
+    run("trec", data, tmp_path / "b", common + ["train.max_steps=9"])  # stops mid-epoch 1 (13 batches)
+    resumed = run("trec", data, tmp_path / "b", common, resume=True)
+    assert resumed["scores"] == straight["scores"]
+    a = torch.load(tmp_path / "a" / "latest.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "latest.pt", weights_only=False)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert "step compiled" in (tmp_path / "b" / "log.txt").read_text()
+    assert "compile: true" in (tmp_path / "a" / "config.yaml").read_text()
+
+
 def test_loader_workers_change_nothing_that_is_computed(prepared, tmp_path):
     """Batches collated in a loader worker process are those collated in the training process, and
     ``train.loader_workers`` may change at ``--resume``: a run stopped mid-epoch and resumed with a

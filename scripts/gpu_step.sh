@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The training step, eager against compiled (train.compile), in one call of under 6 minutes on a GPU (the
+# steps' timeouts add up to 350 s); logs and one JSON summary (OUT_DIR/summary.json) in OUT_DIR:
+#
+#   bash scripts/gpu_step.sh OUT_DIR [--quick]
+#
+# On the GPU machine, with the data bundled as for scripts/gpu_check.sh (prepared TREC and SNLI in
+# .gpu/prepared; carry [".gpu"]):   source .gpu/env.sh && bash scripts/gpu_step.sh "$OUT"
+#
+# It runs on a CPU too; --quick (or GPU_STEP_QUICK=1) shrinks every step (NBOW, a few steps, 300 items,
+# one epoch) so the script is tested before a GPU is at hand (tests/train/test_gpu_step.py):
+#
+#   CUDA_VISIBLE_DEVICES= bash scripts/gpu_step.sh /tmp/gpu-step --quick
+#
+# Steps and what summary.json keeps of each (beside its status, exit code and seconds):
+#   env        torch and device names, the CPU model (lscpu)
+#   steps      SNLI and TREC (shipped configs, batches gathered on the device): the step as
+#              cn3.train.trainer.train_step runs it, eager then compiled in the same process: ms per step,
+#              items/s, kernel launches and aten operators per step (torch.profiler), host syncs per step
+#              (CUDA's sync debug mode), the compiled warm-up's seconds (compilation, CUDA-graph capture)
+#   trec_eager, trec_compiled, snli_eager, snli_compiled
+#              whole trainings (shipped configs, train.compile=off / on): seconds, steps, dev and test accuracy
+set -uo pipefail
+
+out=${1:?usage: scripts/gpu_step.sh OUT_DIR [--quick]}
+quick=${GPU_STEP_QUICK:-0}
+[ "${2:-}" = "--quick" ] && quick=1
+mkdir -p "$out/steps"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+py=python3
+[ -x .venv/bin/python ] && py=.venv/bin/python  # the CPU machine's environment; the GPU machine has python3
+prepared=${GPU_STEP_PREPARED:-.gpu/prepared}
+[ -d "$prepared/trec" ] || prepared=prepared   # the CPU machine before bundling
+work=$(mktemp -d)                              # run directories: only their records come back
+trap 'rm -rf "$work"' EXIT
+started=$(date +%s)
+
+# step NAME SECONDS COMMAND...: as in scripts/gpu_check.sh (a failed step does not stop the others)
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0; t0=$(date +%s%N)
+  echo "== $name (at most ${limit} s; $(( $(date +%s) - started )) s so far)"
+  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$rc $(( ($(date +%s%N) - t0) / 1000000 ))" > "$out/steps/$name.status"
+  tail -n 3 "$out/$name.log"
+  echo "   -> exit $rc"
+}
+
+if [ "$quick" = 1 ]; then
+  small=(--set model.encoder=nbow --set data.limit=300 --set train.epochs=1)
+  steps=3; warmup=2; tasks="trec"
+  limits=(300 300 300)  # the steps, an eager training, a compiled one: CPU compilation takes a while
+else
+  small=()
+  steps=40; warmup=12; tasks="snli trec"
+  limits=(50 80 70)
+fi
+
+step env 10 "$py" - "$out/steps/env.json" <<'EOF'
+import json, os, subprocess, sys
+
+import torch
+
+lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+cuda = torch.cuda.is_available()
+info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "cpu": next((line.split(":", 1)[1].strip() for line in lscpu if line.startswith("Model name")), ""),
+        "cpu_count": os.cpu_count(), "threads": torch.get_num_threads()}
+print(json.dumps(info))
+json.dump(info, open(sys.argv[1], "w"))
+EOF
+
+# The step eager, then compiled, on the same batches in the same process: warm-up updates (the compiled
+# ones compile and capture), timed updates between device syncs, the profiler's counts, the sync count.
+step steps "${limits[0]}" "$py" - "$prepared" "$steps" "$warmup" "$out/steps/steps.json" "$tasks" "${small[@]}" <<'EOF'
+import json, sys, time, warnings
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from cn3.sentence.resolve import resolve_config
+from cn3.sentence.task import SentenceTask
+from cn3.train.runtime import resolve_device
+from cn3.train.trainer import train_step
+from data_prep.dataset import load_prepared
+
+prepared, steps, warmup, out, tasks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5].split()
+overrides = [a for a in sys.argv[6:] if a != "--set"]
+device = resolve_device("auto")
+cuda = device.type == "cuda"
+
+
+def sync():
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def measure(task_name: str, compiled: bool) -> dict:
+    cfg = resolve_config(task_name, None, {"data.prepared": f"{prepared}/{task_name}"},
+                         [*overrides, "train.device_batches=true", f"train.compile={str(compiled).lower()}"])
+    ds = load_prepared(cfg.data.prepared)
+    if cfg.data.limit:
+        ds.splits = {name: split.spread(cfg.data.limit) for name, split in ds.splits.items()}
+    task = SentenceTask(cfg, ds, device, {})
+    epoch = task.batches(0)
+    batches = [task.collate(epoch[i % len(epoch)]) for i in range(warmup + steps)]
+    task.model.train()
+    t = cfg.train
+
+    def run(some) -> int:
+        for b in some:
+            train_step(task, b, len(b), 1.0, t.lr, t.clip)
+        return sum(len(b) for b in some)
+
+    t0 = time.perf_counter()
+    run(batches[:warmup])
+    sync()
+    warm = time.perf_counter() - t0
+    start = time.perf_counter()
+    items = run(batches[warmup:])
+    sync()
+    seconds = time.perf_counter() - start
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        run(batches[warmup:])
+        sync()
+    names = [e.name for e in prof.events()]
+    launches = sum(n in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+                         "cudaGraphLaunch") for n in names)
+    syncs = None
+    if cuda:
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(batches[warmup:])
+        torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message) for w in caught) / steps
+    return {"items_per_s": round(items / seconds, 1), "ms_per_step": round(1e3 * seconds / steps, 2),
+            "warmup_s": round(warm, 1), "batch_size": t.batch_size,
+            "kernel_launches_per_step": round(launches / steps, 1) if cuda else None,
+            "host_syncs_per_step": syncs, "aten_ops_per_step": round(sum(n.startswith("aten::") for n in names) / steps, 1)}
+
+
+report = {"device": str(device), "steps": steps, "warmup": warmup}
+for name in tasks:
+    report[name] = {"eager": measure(name, False), "compiled": measure(name, True)}
+    e, c = report[name]["eager"], report[name]["compiled"]
+    report[name]["speedup"] = round(c["items_per_s"] / e["items_per_s"], 2)
+    print(name, json.dumps(report[name]))
+json.dump(report, open(out, "w"), indent=1)
+EOF
+
+# Whole trainings, eager and compiled (a run's results.json: seconds, steps, dev and test accuracy)
+for task in $tasks; do
+  for mode in eager compiled; do
+    flag=$([ $mode = compiled ] && echo on || echo off)
+    limit=$([ $mode = compiled ] && echo "${limits[2]}" || echo "${limits[1]}")
+    step "${task}_$mode" "$limit" "$py" -m cli train --task "$task" --prepared "$prepared/$task" \
+      --run-dir "$work/${task}_$mode" --device auto --set "train.compile=$flag" "${small[@]}"
+    cp "$work/${task}_$mode/results.json" "$out/steps/${task}_$mode.json" 2>/dev/null
+  done
+done
+
+# summary.json: every step's status, exit code and seconds with what it measured
+"$py" - "$out" "$(( $(date +%s) - started ))" "$quick" <<'EOF'
+import json, sys
+from pathlib import Path
+
+out, total, quick = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+summary = {"seconds": total, "quick": quick, "steps": {}}
+for status in sorted((out / "steps").glob("*.status"), key=lambda p: p.stat().st_mtime):
+    rc, ms = (int(v) for v in status.read_text().split())
+    summary["steps"][status.stem] = {"status": "ok" if rc == 0 else "timeout" if rc in (124, 137) else "failed",
+                                     "rc": rc, "seconds": round(ms / 1000, 1), "log": f"{status.stem}.log"}
+for path in sorted((out / "steps").glob("*.json")):
+    data = json.loads(path.read_text())
+    if "scores" in data:  # a run's results.json: the figures, not the predictions
+        data = {"seconds": data.get("seconds"), "steps": data.get("steps"), "device": data.get("device"),
+                **{split: s["score"] for split, s in data["scores"].items()}}
+    summary["steps"].setdefault(path.stem, {})["result"] = data
+(out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+print(json.dumps(summary, indent=1))
+EOF
+echo "gpu_step: $(( $(date +%s) - started )) s; summary in $out/summary.json"
