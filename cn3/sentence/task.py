@@ -50,7 +50,8 @@ class SentenceTask:
         seed_everything(t.seed)
         self.args = model_args_from_dataset(ds)
         self.model = SentenceGraphModel(cfg.model, self.args, ds.embeddings).to(device)
-        compiled = use_compile(t.compile, device, "the adversarial loss hooks the embeddings" if t.adversarial else None)
+        no_compile = "the adversarial loss hooks the embeddings" if t.adversarial else None
+        compiled = use_compile(t.compile, device, no_compile)
         self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay,
                                         fused=compiled and device.type == "cuda")
         self.ema = make_ema(self.model, t.ema)
