@@ -150,7 +150,7 @@ def measure(task: str, device_batches: bool) -> dict:
     def update():
         indices, batch = next(todo), next(loader)
         adapter.optimizer.zero_grad(set_to_none=True)
-        adapter.train_step(batch, len(indices))
+        adapter.forward_backward(batch, len(indices))
         torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.clip)
         adapter.optimizer.step()
         adapter.after_update()
