@@ -97,18 +97,21 @@ def test_resume_reproduces_an_uninterrupted_run(prepared, tmp_path, monkeypatch,
 
 
 def test_resume_with_the_step_compiled_reproduces_an_uninterrupted_run(prepared, tmp_path):
-    """``train.compile=on`` on the CPU (dropout drawn by inductor's own generator, whose seeds come from
-    torch's, which the checkpoint restores): interrupted and resumed equals straight through."""
+    """``train.compile=on`` on the CPU (dropout drawn by inductor's kernels from seeds drawn from torch's
+    generator, which the checkpoint restores): interrupted and resumed equals straight through, bit for
+    bit, on one thread. (With two threads the weights came out apart in the last bits, the scores equal:
+    inductor's parallel CPU reductions; docs/benchmarks.md, "The compiled step".)"""
     data = prepared("trec", "none", embeddings=False)
     common = ["data.limit=200", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2",
-              "model.dropout=0.3", "train.compile=on"]
+              "model.dropout=0.3", "train.compile=on", "train.num_threads=1"]
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=9"])  # stops mid-epoch 1 (13 batches)
     resumed = run("trec", data, tmp_path / "b", common, resume=True)
     assert resumed["scores"] == straight["scores"]
     a = torch.load(tmp_path / "a" / "latest.pt", weights_only=False)
     b = torch.load(tmp_path / "b" / "latest.pt", weights_only=False)
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    diff = max(float((a["model"][k] - b["model"][k]).abs().max()) for k in a["model"])
+    assert diff == 0.0, diff
     assert "step compiled" in (tmp_path / "b" / "log.txt").read_text()
     assert "compile: true" in (tmp_path / "a" / "config.yaml").read_text()
 
