@@ -74,7 +74,9 @@ class CompiledForward:
     """``fn`` compiled with static shapes (``torch.compile(dynamic=False)``; ``mode="reduce-overhead"``
     on CUDA, the default mode on the CPU), called under dynamo settings that let it trace the
     recurrent encoders (``allow_rnn``) and keep up to ``limit`` graphs (:func:`recompile_limit`)
-    before falling back to eager.
+    before falling back to eager. ``backend`` is inductor for training; the tests also use
+    ``"aot_eager"`` (dynamo's graphs and AOTAutograd's backward without code generation) to check
+    every encoder's capture in seconds rather than minutes.
 
     Building one drops every graph dynamo holds in the process (``torch._dynamo.reset``).
     On CUDA each call starts a new CUDA-graph step (``torch.compiler.cudagraph_mark_step_begin``), so
@@ -82,13 +84,14 @@ class CompiledForward:
     call and must be consumed (summed, backpropagated) before it.
     """
 
-    def __init__(self, fn: Callable, device: torch.device, limit: int):
+    def __init__(self, fn: Callable, device: torch.device, limit: int, backend: str = "inductor"):
         # one compiled training forward per process: dynamo keeps its graphs per code object, so a second
         # task's (runs in one process, tests) would count against the first's limit and fall back to eager
         torch._dynamo.reset()
         self.cuda = device.type == "cuda"
         self.limit = max(limit, torch._dynamo.config.recompile_limit)
-        self.fn = torch.compile(fn, mode="reduce-overhead" if self.cuda else None, dynamic=False)
+        mode = "reduce-overhead" if self.cuda and backend == "inductor" else None
+        self.fn = torch.compile(fn, backend=backend, mode=mode, dynamic=False)
 
     def __call__(self, *args, **kwargs):
         if self.cuda:

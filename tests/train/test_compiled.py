@@ -8,6 +8,8 @@ bounded by the buckets (dynamo's counters).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -61,12 +63,12 @@ def _loss_and_grads(task: SentenceTask, batch) -> tuple[torch.Tensor, list[torch
     return loss, [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
 
 
-def _compiled_matches_eager(task: SentenceTask, batches: list) -> None:
+def _compiled_matches_eager(task: SentenceTask, batches: list, backend: str = "inductor") -> None:
     """Loss and gradients of each batch, compiled against eager (inductor drawing dropout masks as eager does)."""
     assert task.compiled is None  # auto is off on the CPU
     task.model.train()
     eager = [_loss_and_grads(task, b) for b in batches]
-    task.compiled = CompiledForward(task._loss, CPU, recompile_limit(max(task.lengths)))
+    task.compiled = CompiledForward(task._loss, CPU, recompile_limit(max(task.lengths)), backend=backend)
     graphs = counters["stats"]["unique_graphs"]
     with torch._inductor.config.patch(fallback_random=True):
         compiled = [_loss_and_grads(task, b) for b in batches]
@@ -142,5 +144,18 @@ SWEEP = [(name, level) for name, spec in ENCODERS.items() for level in LEVEL_TAS
 @pytest.mark.slow
 @pytest.mark.parametrize("encoder, level", SWEEP)
 def test_compiled_step_matches_eager_for_every_encoder(prepared, encoder, level):
+    """Every encoder at every level through dynamo and AOTAutograd (the graphs the compiled step
+    traces, its backward included), without inductor's code generation: tens of seconds a model on the
+    CPU, too long for the default run at 42 cases. The inductor sweep: ``CN3_INDUCTOR_SWEEP=1``."""
+    task = _task(prepared, level, encoder)
+    _compiled_matches_eager(task, [make_batch(task.train_set, list(range(i, i + 12))) for i in (0, 40)],
+                            backend="aot_eager")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("CN3_INDUCTOR_SWEEP") != "1",
+                    reason="inductor for every encoder takes about 40 minutes on 2 CPU cores; CN3_INDUCTOR_SWEEP=1 runs it")
+@pytest.mark.parametrize("encoder, level", SWEEP)
+def test_inductor_step_matches_eager_for_every_encoder(prepared, encoder, level):
     task = _task(prepared, level, encoder)
     _compiled_matches_eager(task, [make_batch(task.train_set, list(range(i, i + 12))) for i in (0, 40)])
