@@ -154,7 +154,7 @@ def test_compiled_step_matches_eager_for_every_encoder(prepared, encoder, level)
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("CN3_INDUCTOR_SWEEP") != "1",
-                    reason="inductor for every encoder takes about 40 minutes on 2 CPU cores; CN3_INDUCTOR_SWEEP=1 runs it")
+                    reason="inductor for every encoder: about 40 minutes on 2 CPU cores (CN3_INDUCTOR_SWEEP=1)")
 @pytest.mark.parametrize("encoder, level", SWEEP)
 def test_inductor_step_matches_eager_for_every_encoder(prepared, encoder, level):
     task = _task(prepared, level, encoder)
