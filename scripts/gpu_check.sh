@@ -39,34 +39,11 @@ set -uo pipefail
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [--quick]}
 quick=${GPU_CHECK_QUICK:-0}
 [ "${2:-}" = "--quick" ] && quick=1
-mkdir -p "$out/steps"
-out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
-py=python3
-[ -x .venv/bin/python ] && py=.venv/bin/python  # the CPU machine's environment; the GPU machine has python3
-prepared=${GPU_CHECK_PREPARED:-.gpu/prepared}
-[ -d "$prepared/trec" ] || prepared=prepared   # the CPU machine before bundling
-work=$(mktemp -d)                              # run directories: only their records come back
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/gpu_steps.sh"
+gpu_setup "$out" "${GPU_CHECK_PREPARED:-.gpu/prepared}"
 export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}  # cuBLAS's deterministic mode
 export py prepared work out
-started=$(date +%s)
-
-# step NAME SECONDS COMMAND...: the command under its timeout, stdout and stderr into OUT/NAME.log, its
-# exit status and wall time (ms) into OUT/steps/NAME.status; a failed step does not stop the others.
-step() {
-  local name=$1 limit=$2; shift 2
-  if [[ " ${GPU_CHECK_SKIP:-} " == *" $name "* ]]; then
-    echo "== $name skipped (GPU_CHECK_SKIP)"; echo "skipped 0" > "$out/steps/$name.status"; return
-  fi
-  local t0; t0=$(date +%s%N)
-  echo "== $name (at most ${limit} s; $(( $(date +%s) - started )) s so far)"
-  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "$rc $(( ($(date +%s%N) - t0) / 1000000 ))" > "$out/steps/$name.status"
-  tail -n 3 "$out/$name.log"
-  echo "   -> exit $rc"
-}
+STEP_SKIP=${GPU_CHECK_SKIP:-}
 
 if [ "$quick" = 1 ]; then
   trec_set=(--set data.limit=300 --set train.epochs=1 --set model.hidden=32 --set model.char=none)

@@ -25,28 +25,8 @@ set -uo pipefail
 out=${1:?usage: scripts/gpu_step.sh OUT_DIR [--quick]}
 quick=${GPU_STEP_QUICK:-0}
 [ "${2:-}" = "--quick" ] && quick=1
-mkdir -p "$out/steps"
-out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
-py=python3
-[ -x .venv/bin/python ] && py=.venv/bin/python  # the CPU machine's environment; the GPU machine has python3
-prepared=${GPU_STEP_PREPARED:-.gpu/prepared}
-[ -d "$prepared/trec" ] || prepared=prepared   # the CPU machine before bundling
-work=$(mktemp -d)                              # run directories: only their records come back
-trap 'rm -rf "$work"' EXIT
-started=$(date +%s)
-
-# step NAME SECONDS COMMAND...: as in scripts/gpu_check.sh (a failed step does not stop the others)
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0; t0=$(date +%s%N)
-  echo "== $name (at most ${limit} s; $(( $(date +%s) - started )) s so far)"
-  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "$rc $(( ($(date +%s%N) - t0) / 1000000 ))" > "$out/steps/$name.status"
-  tail -n 3 "$out/$name.log"
-  echo "   -> exit $rc"
-}
+source "$(dirname "$0")/gpu_steps.sh"
+gpu_setup "$out" "${GPU_STEP_PREPARED:-.gpu/prepared}"
 
 if [ "$quick" = 1 ]; then
   small=(--set model.encoder=nbow --set data.limit=300 --set train.epochs=1)
