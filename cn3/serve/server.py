@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
@@ -150,3 +152,17 @@ def serve_in_thread(server: Server) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, name="cn3-serve", daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def serving(app: ServeApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``app`` in a thread for the ``with`` block (port 0: a free one), quietly; yields the base URL
+    (``http://127.0.0.1:<port>/``) and shuts the server down and closes its socket on leaving."""
+    server = make_server(app, host, port, quiet=True)
+    thread = serve_in_thread(server)
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

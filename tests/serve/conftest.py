@@ -108,13 +108,7 @@ def serve_app(serve_runs):
 def live_server(serve_app):
     """The base URL (``http://127.0.0.1:<port>/``) of ``serve_app`` served on a free port in a thread,
     shut down after the session."""
-    from cn3.serve.server import make_server, serve_in_thread
+    from cn3.serve.server import serving
 
-    server = make_server(serve_app, "127.0.0.1", 0, quiet=True)
-    thread = serve_in_thread(server)
-    try:
-        yield server.url
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(serve_app) as url:
+        yield url

@@ -379,7 +379,7 @@ def grid_server(serve_app, tmp_path):
     """The served runs again, with a grid report (Markdown with hostile text and one PNG) beside them."""
     from cn3.serve.api import ServeApp
     from cn3.serve.runs import find_report
-    from cn3.serve.server import make_server, serve_in_thread
+    from cn3.serve.server import serving
 
     grid = tmp_path / "demo-grid"
     grid.mkdir()
@@ -389,14 +389,8 @@ def grid_server(serve_app, tmp_path):
         "```\ncn3 experiment run --out grid\n```\n\n![accuracy](curves.png)\n", encoding="utf-8")
     (grid / "curves.png").write_bytes(_png(48, 20))
     app = ServeApp(list(serve_app.runs.values()), max_words=serve_app.max_words, grid=find_report(grid))
-    server = make_server(app, "127.0.0.1", 0, quiet=True)
-    thread = serve_in_thread(server)
-    try:
-        yield server.url
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(app) as url:
+        yield url
 
 
 def _png(width: int, height: int) -> bytes:
