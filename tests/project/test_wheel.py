@@ -84,6 +84,48 @@ def test_the_wheel_carries_configs_and_assets(wheel):
     assert not any(n.startswith(("tests/", "docs/", "bench/")) for n in names)
 
 
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import cli.main, cn3, cn3.nmt.config, cn3.sentence.resolve, data_prep
+from cn3.config import to_dict
+print(json.dumps({
+    "files": [m.__file__ for m in (cn3, cn3.sentence.resolve, cli.main, data_prep)],
+    "trec": to_dict(cn3.sentence.resolve.resolve_config("trec", None, {}, [])),
+    "nmt_default": str(cn3.nmt.config.DEFAULT_CONFIG),
+    "nmt_default_exists": cn3.nmt.config.DEFAULT_CONFIG.is_file(),
+    "version": cn3.__version__,
+}))
+"""
+
+
+def test_installed_wheel_uses_the_tuned_configs(wheel, tmp_path):
+    """Installed with ``pip install --target`` and imported in isolated mode (``-I``) from outside the
+    checkout: the run configs resolve from the wheel's own copy of cn3/configs."""
+    import yaml
+
+    from cn3 import __version__
+    from cn3.config import to_dict
+    from cn3.sentence.config import RunConfig
+
+    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-deps", "--no-index",
+          "--target", target, wheel], cwd=tmp_path)
+    elsewhere.mkdir()
+    out = json.loads(_run([sys.executable, "-I", "-c", PROBE, target], cwd=elsewhere).stdout)
+    for file in out["files"]:
+        assert Path(file).is_relative_to(target), f"{file} was imported from outside the installed copy"
+    tuned = yaml.safe_load((REPO / "cn3" / "configs" / "trec.yaml").read_text())
+    defaults = to_dict(RunConfig())
+    assert any(defaults[s][k] != v for s, keys in tuned.items() for k, v in keys.items()), \
+        "trec.yaml sets only defaults: it cannot show whether it was read"
+    for section, keys in tuned.items():
+        for key, value in keys.items():
+            assert out["trec"][section][key] == value, f"{section}.{key}: installed cn3 ignored trec.yaml"
+    assert out["nmt_default_exists"] and Path(out["nmt_default"]).is_relative_to(target)
+    assert out["version"] == __version__
+
+
 def test_console_script_prepares_and_trains_outside_the_checkout(wheel, tmp_path, data_root):
     python = _venv(tmp_path / "venv", [Path(p) for p in site.getsitepackages()])
     _install(python, wheel)
