@@ -126,7 +126,7 @@ report = {"device": str(device), "steps": steps, "warmup": warmup}
 for name in tasks:
     report[name] = {"eager": measure(name, False), "compiled": measure(name, True)}
     e, c = report[name]["eager"], report[name]["compiled"]
-    report[name]["speedup"] = round(c["items_per_s"] / e["items_per_s"], 2)
+    report[name]["speedup"] = float(f"{c['items_per_s'] / e['items_per_s']:.3g}")
     print(name, json.dumps(report[name]))
 json.dump(report, open(out, "w"), indent=1)
 EOF

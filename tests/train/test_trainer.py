@@ -102,7 +102,7 @@ def test_resume_with_the_step_compiled_reproduces_an_uninterrupted_run(prepared,
     bit, on one thread. (With two threads the weights came out apart in the last bits, the scores equal:
     inductor's parallel CPU reductions; docs/benchmarks.md, "The compiled step".)"""
     data = prepared("trec", "none", embeddings=False)
-    common = ["data.limit=200", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2",
+    common = ["data.limit=200", "data.max_len=8", "train.epochs=2", "train.batch_size=16", "train.evals_per_epoch=2",
               "model.dropout=0.3", "train.compile=on", "train.num_threads=1"]
     straight = run("trec", data, tmp_path / "a", common)
     run("trec", data, tmp_path / "b", common + ["train.max_steps=9"])  # stops mid-epoch 1 (13 batches)
