@@ -10,6 +10,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# inductor's on-disk kernel cache does not key on ATEN_CPU_CAPABILITY: a run imitating an AVX2 machine
+# (ATEN_CPU_CAPABILITY=avx2) would load kernels compiled for this machine's wider ISA and fail inside
+# them. One cache per capability keeps the imitation honest (and each cache warm).
+if os.environ.get("ATEN_CPU_CAPABILITY") and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(os.environ.get("TMPDIR", "/tmp"))
+                                                / f"torchinductor-{os.environ['ATEN_CPU_CAPABILITY']}")
+
 
 def _data_root() -> Path:
     env = os.environ.get("CN3_DATA")
