@@ -42,22 +42,12 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from cn3.layers.lstm import LSTM
-from cn3.layers.packed import run_packed
+from cn3.layers.packed import reverse_within_lengths, run_packed
 
 
 def cumax(x: Tensor, dim: int = -1) -> Tensor:
     """``cumsum(softmax(x))``: a soft, monotonically non-decreasing ``0 -> 1`` gate along ``dim``."""
     return torch.cumsum(torch.softmax(x, dim=dim), dim=dim)
-
-
-def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
-    """Reverse each row of ``(B, N, ...)`` within its length; padding stays in place."""
-    n = x.shape[1]
-    pos = torch.arange(n, device=x.device)[None, :]
-    lengths = lengths.to(x.device)[:, None]
-    index = torch.where(pos < lengths, lengths - 1 - pos, pos)  # (B, N)
-    index = index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
-    return x.gather(1, index)
 
 
 def _forward_steps(pre: Tensor, wt: Tensor, h0: Tensor, hs: Tensor, cg: Tensor, sig: Tensor, master: Tensor,
@@ -512,8 +502,8 @@ class RecurrentStack(nn.Module):
             else:
                 outs = [layer[0](inp, mask)[0]]
                 if self.bidirectional:
-                    back = layer[1](reverse_padded(inp, lengths), mask)[0]
-                    outs.append(reverse_padded(back, lengths))
+                    back = layer[1](reverse_within_lengths(inp, lengths), mask)[0]
+                    outs.append(reverse_within_lengths(back, lengths))
                 out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
             # x_{l+1} = x_l + f_l(x_l) from the second layer on (the first may change the width); the
             # dropped-out input feeds the layer, the sum carries the undropped one (GNMT's residual).

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cn3.layers.attention import padding_mask
-from cn3.layers.onlstm import ONLSTM, RecurrentStack, _ONLSTMScan, cumax, padding_start, reverse_padded
+from cn3.layers.onlstm import ONLSTM, RecurrentStack, _ONLSTMScan, cumax, padding_start
+from cn3.layers.packed import reverse_within_lengths
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -88,7 +89,7 @@ def test_left_padding_is_handled_too():
 
 def test_reverse_padded_reverses_within_each_length():
     x = torch.arange(8).view(2, 4, 1)
-    out = reverse_padded(x, torch.tensor([3, 4]))
+    out = reverse_within_lengths(x, torch.tensor([3, 4]))
     assert out[..., 0].tolist() == [[2, 1, 0, 3], [7, 6, 5, 4]]
 
 
