@@ -230,29 +230,8 @@ def main() -> None:
           + " x floor | peak MB " + "/".join(impls + ["mha"]))
     for batch, n in shapes:
         for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            torch.manual_seed(0)
-            x = torch.randn(batch, n, hidden, device=device, requires_grad=True)
-            mask = torch.ones(batch, n, dtype=torch.bool, device=device)
-            steps = {impl: make_step(build(impl, hidden, energy_dim, args.heads, device), x, mask, dtype)
-                     for impl in impls + ["mha"]}
-            slow = batch * n * n >= SLOW_PAIRS and not args.quick
-            measured = measure(steps, timer, device, 1 if slow else args.warmup, 3 if slow else repeats)
-            mha = measured["mha"]["ms"]  # nan if MHA itself failed: then every ratio is nan
-            floor = cn3_floor_ms(batch, n, energy_dim, rate[0], dtype_name == "bf16") if rate else None
-            for impl, figures in measured.items():
-                cn3 = floor is not None and impl != "mha"
-                results.append({"B": batch, "N": n, "dtype": dtype_name, "impl": impl, **figures,
-                                "ratio": figures["ms"] / mha, "floor_ms": floor if cn3 else None,
-                                "x_floor": figures["ms"] / floor if cn3 else None})
-            floors = ("-" if floor is None else f"{floor:.3f}, "
-                      + "/".join(f"{measured[i]['ms'] / floor:.0f}x" for i in impls))
-            peaks = "/".join("-" if measured[i]["peak_mb"] is None else f"{measured[i]['peak_mb']:.0f}"
-                             for i in impls + ["mha"])
-            print(f"{batch:>4} x {n:<4} {dtype_name:>5} "
-                  + " ".join(f"{measured[i]['ms']:14.2f}" for i in impls + ["mha"])
-                  + " | " + " ".join(f"{measured[i]['ms'] / mha:13.2f}x" for i in impls) + f" | {floors} | {peaks}",
-                  flush=True)
-            del steps, x
+            results += measure_shape(args, batch, n, dtype_name, dtype, impls, hidden, energy_dim, device, timer,
+                                     repeats, rate)
             if cuda:
                 torch.cuda.empty_cache()
 
@@ -271,6 +250,36 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
         print(f"wrote {args.json}")
+
+
+def measure_shape(args, batch: int, n: int, dtype_name: str, dtype: torch.dtype, impls: list[str], hidden: int,
+                  energy_dim: int, device: torch.device, timer: Timer, repeats: int, rate) -> list[dict]:
+    """Every layer of ``impls`` and MHA at one ``batch x n`` and dtype: prints the table's row and returns
+    the result records (ms, ratio to MHA, tanh floor and the multiple of it, peak memory)."""
+    torch.manual_seed(0)
+    x = torch.randn(batch, n, hidden, device=device, requires_grad=True)
+    mask = torch.ones(batch, n, dtype=torch.bool, device=device)
+    steps = {impl: make_step(build(impl, hidden, energy_dim, args.heads, device), x, mask, dtype)
+             for impl in impls + ["mha"]}
+    slow = batch * n * n >= SLOW_PAIRS and not args.quick
+    measured = measure(steps, timer, device, 1 if slow else args.warmup, 3 if slow else repeats)
+    mha = measured["mha"]["ms"]  # nan if MHA itself failed: then every ratio is nan
+    floor = cn3_floor_ms(batch, n, energy_dim, rate[0], dtype_name == "bf16") if rate else None
+    results = []
+    for impl, figures in measured.items():
+        cn3 = floor is not None and impl != "mha"
+        results.append({"B": batch, "N": n, "dtype": dtype_name, "impl": impl, **figures,
+                        "ratio": figures["ms"] / mha, "floor_ms": floor if cn3 else None,
+                        "x_floor": figures["ms"] / floor if cn3 else None})
+    floors = ("-" if floor is None else f"{floor:.3f}, "
+              + "/".join(f"{measured[i]['ms'] / floor:.0f}x" for i in impls))
+    peaks = "/".join("-" if measured[i]["peak_mb"] is None else f"{measured[i]['peak_mb']:.0f}"
+                     for i in impls + ["mha"])
+    print(f"{batch:>4} x {n:<4} {dtype_name:>5} "
+          + " ".join(f"{measured[i]['ms']:14.2f}" for i in impls + ["mha"])
+          + " | " + " ".join(f"{measured[i]['ms'] / mha:13.2f}x" for i in impls) + f" | {floors} | {peaks}",
+          flush=True)
+    return results
 
 
 def run_variants(args, shape: tuple[int, int], hidden: int, energy_dim: int, device: torch.device,
