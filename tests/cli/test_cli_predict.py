@@ -20,8 +20,8 @@ TINY = ["--set", "model.hidden=16", "--set", "model.energy_dim=8", "--set", "mod
         "--set", "data.limit=200", "--set", "train.epochs=1", "--set", "train.max_steps=20",
         "--set", "data.embeddings=null"]
 # Enough CoNLL-2000 updates (a few seconds) for peaked marginals, so the p >= 0.01 cut leaves tags out.
-TAGGER = [*TINY, "--set", "data.limit=400", "--set", "train.max_steps=150", "--set", "train.epochs=50",
-          "--set", "train.lr=0.01"]
+TAGGER = [*TINY, "--set", "data.limit=400", "--set", "train.max_steps=50", "--set", "train.epochs=50",
+          "--set", "train.lr=0.03"]
 
 
 def invoke(*args):

@@ -119,13 +119,18 @@ def compacted_cells(tracked: set[Path]) -> tuple[dict[tuple[str, str, str], int]
     from cn3.runs.records import GOLD_DIR
 
     sizes, predictions, saved = {}, {}, 0
+    runs = {p.parent for p in tracked if p.name == "results.json" and p.parent.parent.parent.parent.parent == GRIDS}
+    files_of: dict[Path, list[Path]] = {run: [] for run in runs}
+    for p in tracked:  # each tracked file under the run folder that holds it (one pass, not one per run)
+        run = next((a for a in p.parents if a in files_of), None)
+        if run is not None:
+            files_of[run].append(p)
     for grid in sorted(p for p in GRIDS.iterdir() if p.is_dir()):
         grid_stats = Compaction()
-        for results in sorted(p for p in tracked if p.name == "results.json" and p.parent.parent.parent.parent == grid):
-            run = results.parent
+        for run in sorted(r for r in runs if r.parent.parent.parent == grid):
             stats = compact_run(run, grid / GOLD_DIR, write=False)
             grid_stats.gold.update(stats.gold)
-            files = [p for p in tracked if run in p.parents]
+            files = files_of[run]
             after = {p: stats.rewritten.get(p, (0, p.stat().st_size))[1] for p in files if p.is_file()}
             key = (grid.name, run.parent.parent.name, run.relative_to(grid).as_posix())
             sizes[key] = sum(after.values())
@@ -176,7 +181,6 @@ def projection() -> tuple[int, list[str]]:
     return total, lines
 
 
-@pytest.mark.slow  # compacting liu-table3-* in memory until they are compacted: half a minute
 def test_the_budget_holds_after_the_grids_still_planned():
     """Issue 29's budget with issue 32's cells committed: the tree as it is, compacted, plus every planned
     cell not tracked yet at the compacted size of its grid's and task's cells (else an estimate), plus
