@@ -9,6 +9,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 ROUND = "liu-table3 --budget smoke --only task=trec --only variant=nbow --only seed=1"
 
@@ -20,6 +22,7 @@ def run_claims(out: Path, runs: Path, budget: int, round_seconds: int, probes: s
                           env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # smoke rounds, each a `cn3 experiment run` and a probe in subprocesses: 20 s
 def test_a_round_trains_and_its_records_come_back_without_checkpoints(staged, tmp_path):
     staged("trec")
     runs = tmp_path / "runs"
