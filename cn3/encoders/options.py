@@ -140,6 +140,13 @@ class CN3Options:
     :class:`cn3.encoders.cn3_encoder.CN3Encoder`.
 
     Args:
+        context: the context layer under the graph layers: ``lstm`` (a BiLSTM, the paper), ``cnn``
+            or ``none``.
+        context_layers: the context layer's depth.
+        energy_dim: rows of ``W`` in the energy ``u^T tanh(W [h_k, h_i, v_i, v_k, e_ik])``.
+        edge_attrs: ``e_ik`` from the parse (dependency relation and direction), the paper's Dep.
+        edge_dim: width of the edge attribute embedding.
+        init_range: CN3's init, ``U(-init_range, init_range)`` (the paper's 0.1).
         energy_heads: ``H`` energy heads per layer, each with ``energy_dim / H`` rows of ``W``, its own
             ``u``, softmax and ``1/H`` slice of the node states (1 = the paper). Must divide
             ``energy_dim`` and the model width.

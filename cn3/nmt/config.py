@@ -76,9 +76,16 @@ class NMTModelConfig:
 
     Args:
         encoder: a registry name, e.g. ``transformer | hybrid | local | onlstm_san | lstm_san | cn3``.
+        d_model: the model width (embeddings, every encoder and decoder layer).
+        heads: attention heads per layer.
+        ff: the feed-forward sublayer's hidden width.
         encoder_layers: the encoder's depth (for ``onlstm_san``/``lstm_san``: ``rnn.layers``
             recurrent + the rest self-attention layers).
         norm: ``pre`` (LayerNorm before each sublayer, final LayerNorm) or ``post`` (Vaswani et al.).
+        decoder_layers: the decoder's depth.
+        dropout: on embeddings and sublayer outputs.
+        attention_dropout: on attention weights.
+        max_positions: the sinusoidal position table's first length (a longer input grows it).
         tie: ``none``; ``decoder`` (target embedding = output projection); ``all`` (also the source
             embedding; needs ``data.joint_vocab``).
         hybrid, rnn, selfatt, cnn, cn3: the options of those encoder families
@@ -129,6 +136,9 @@ class NMTTrainConfig(LoopConfig):
 
     Args:
         max_tokens: padded tokens per batch (``rows * longest side``).
+        warmup: updates of the linear warm-up to ``lr``, after which the rate decays as the inverse
+            square root of the update.
+        eval_batch_size: sentences per batch when translating for evaluation.
         l2: L2 penalty (Adam ``weight_decay``).
         label_smoothing: 0.1 as in Vaswani et al.
         eval_beam: beam for the per-evaluation dev BLEU (1 = greedy, the fast default on CPU).

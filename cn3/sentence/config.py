@@ -85,6 +85,24 @@ class ModelConfig:
 
     ``init_range``: CN3's own init, ``U(-init_range, init_range)`` for the encoder and the head (the
     paper's 0.1); every other encoder and its head take their published or standard init.
+
+    Args:
+        encoder: the encoder, a name of the zoo (``cn3 encoders`` lists them with their levels).
+        word_dim: word embedding width without pretrained vectors (with them, their width).
+        freeze_embeddings: keep the word embeddings fixed during training.
+        char: the character encoder of each word (``cnn``, the paper's +char; ``lstm``; ``none``).
+        char_dim: character embedding width.
+        char_out: the character encoder's output width per word.
+        spell_dim: width of the projected spelling features, the word's shape as binary features
+            (:mod:`data_prep.spelling`; 0 = none; the paper's +Spell).
+        context: CN3's context layer under its graph layers, the local bias: ``lstm`` (a BiLSTM, the
+            paper), ``cnn`` or ``none``.
+        context_layers: the context layer's depth.
+        edge_attrs: CN3's edge attribute ``e_ik`` from the parse (dependency relation and direction),
+            the paper's Dep variant; needs an annotator that parses.
+        edge_dim: width of the edge attribute embedding.
+        mlp_hidden: the classification and pair heads' hidden width.
+        dropout: on the node attributes, inside the encoder and before the head.
     """
 
     encoder: str = "cn3"
@@ -176,6 +194,12 @@ class TrainConfig(LoopConfig):
     ``adversarial``: adds the loss of each batch with its word vectors moved against the model by
     this fraction of each sentence's embedding norm (Miyato et al., 2017; 0 = off;
     :mod:`cn3.train.adversarial`). Doubles the cost of an update.
+
+    Args:
+        optimizer: ``adadelta`` (the paper), ``adam`` or ``sgd``, with learning rate ``lr``.
+        weight_decay: L2 penalty, the optimizer's ``weight_decay``.
+        batch_size: training items per batch (``max_tokens`` may make it smaller).
+        eval_batch_size: items per batch when evaluating and predicting.
     """
 
     optimizer: Literal["adadelta", "adam", "sgd"] = "adadelta"
