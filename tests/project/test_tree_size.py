@@ -182,7 +182,7 @@ def projection() -> tuple[int, list[str]]:
 
 
 def test_the_budget_holds_after_the_grids_still_planned():
-    """Issue 29's budget with issue 32's cells committed: the tree as it is, compacted, plus every planned
+    """The tree's budget with the planned grids committed: the tree as it is, compacted, plus every planned
     cell not tracked yet at the compacted size of its grid's and task's cells (else an estimate), plus
     their reports. Before liu-table3-* are compacted this compacts them in memory (some seconds)."""
     total, lines = projection()

@@ -1,8 +1,8 @@
 """``train.compile``: the compiled training forward against the eager reference on the CPU.
 
 The compiled loss and gradients equal the eager ones to rounding for every encoder of the registry at
-every level it serves (one encoder in the quick suite, the sweep marked slow: CPU compilation takes
-tens of seconds per model); padding positions up to a bucket changes no score; compilations stay
+every level it serves (one encoder in the quick suite, the sweep marked slow: seconds a case on the
+shortest items, 41 cases); padding positions up to a bucket changes no score; compilations stay
 bounded by the buckets (dynamo's counters).
 """
 
@@ -145,8 +145,8 @@ SWEEP = [(name, level) for name, spec in ENCODERS.items() for level in LEVEL_TAS
 @pytest.mark.parametrize("encoder, level", SWEEP)
 def test_compiled_step_matches_eager_for_every_encoder(prepared, encoder, level):
     """Every encoder at every level through dynamo and AOTAutograd (the graphs the compiled step
-    traces, its backward included), without inductor's code generation: tens of seconds a model on the
-    CPU, too long for the default run at 42 cases. The inductor sweep: ``CN3_INDUCTOR_SWEEP=1``."""
+    traces, its backward included), without inductor's code generation (which takes tens of seconds a
+    model on the CPU: the inductor sweep is opt-in, ``CN3_INDUCTOR_SWEEP=1``)."""
     task = _task(prepared, level, encoder)
     _compiled_matches_eager(task, [make_batch(task.train_set, _short_rows(task))], backend="aot_eager")
 
