@@ -15,9 +15,11 @@ def serve_command(
     runs: list[Path] = typer.Argument(..., metavar="RUN", help="Run directories (cn3 train, cn3 nmt train) or a grid "
                                       "directory (cn3 experiment run --out: its finished runs and its report)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but 127.0.0.1/localhost "
-                             "lets other machines read the runs (a warning is printed)."),
+                             "lets other machines read the runs (a warning is printed). Requests must name "
+                             "this address or localhost/127.0.0.1 in their Host header (0.0.0.0: any name)."),
     port: int = typer.Option(8008, "--port", min=0, max=65535, help="Port; 0 picks a free one."),
-    max_words: int = typer.Option(120, "--max-words", min=1, help="The most words per sentence a request may send."),
+    max_words: int = typer.Option(120, "--max-words", min=1, help="The most words (tokens, as the model reads "
+                                  "them) per sentence a request may send; longer ones get a 413."),
     device: Device = typer.Option(Device.auto, "--device"),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="Open the page in the default browser."),
 ) -> None:
@@ -25,7 +27,8 @@ def serve_command(
     (CN3's edges, other encoders' attention, a translation's source attention), compare two runs,
     read a run's scores and curves and a grid's report.
 
-    Models are loaded once; one request at a time uses each. The page and its scripts come from this
+    The port is taken first, then the models are loaded once; one request at a time uses each
+    (waitress answers the HTTP side). The page and its scripts come from this
     server only (no CDN). Stop with Ctrl-C.
 
     Examples:
@@ -44,17 +47,22 @@ def serve_command(
     with user_errors():
         dev = resolve_device(device.value)
         paths, grid = expand(runs)
-        served = [load_served(path, f"r{i}", dev) for i, path in enumerate(paths)]
-        try:
-            server = make_server(ServeApp(served, max_words, grid), host, port)
+        app = ServeApp([], max_words, grid)
+        try:  # the port first: a taken one is said before the models load
+            server = make_server(app, host, port)
         except OSError as err:
             from cn3.util.errors import ArgumentError
 
             raise ArgumentError(f"cannot listen on {host}:{port} ({err.strerror or err})") from None
+        try:
+            app.add_runs([load_served(path, f"r{i}", dev) for i, path in enumerate(paths)])
+        except BaseException:
+            server.server_close()
+            raise
     if host not in LOCAL_HOSTS:
         console.print(f"[yellow]warning[/]: --host {host}: every machine that can reach this one can read these "
                       "runs and use their models; the server has no login", soft_wrap=True)
-    for run in served:
+    for run in app.runs.values():
         console.print(f"{run.id}: {run.path} ({run.kind}, {run.encoder})", soft_wrap=True, highlight=False)
         for note in run.notes:
             console.print(f"  note: {note}", soft_wrap=True, highlight=False)
@@ -67,5 +75,3 @@ def serve_command(
         server.serve_forever()
     except KeyboardInterrupt:
         pass
-    finally:
-        server.server_close()

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install cn3 with its dependencies; does nothing when already up to date.
+# `bash scripts/setup.sh --browser` also installs the browser the page tests drive (scripts/test.sh does;
+# the main job, scripts/main.sh, does not: it needs no browser).
 # torch is installed first and pinned (TORCH_SPEC, default the local CPU build torch==2.13.0), so the
 # range in pyproject.toml is already satisfied and pip never pulls another (multi-GB CUDA) torch.
 set -euo pipefail
@@ -20,9 +22,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -n
     touch "$stamp"
 fi
 # The browser tests of cn3 serve (tests/serve/test_browser.py) drive Debian's chromium through its
-# chromedriver. Installed only as root where apt-get exists (as in CI); elsewhere nothing is done and
-# those tests skip, saying what is missing.
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+# chromedriver. Installed with --browser only, as root where apt-get exists (as in CI); elsewhere nothing
+# is done and those tests skip, saying what is missing.
+if [ "${1:-}" = --browser ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         mkdir -p .venv
         echo "setup: installing chromium and chromium-driver (log: .venv/chromium.log)" >&2

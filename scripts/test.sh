@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the test suite. Extra arguments go to pytest.
+# Set up (if needed, with the browser of the page tests) and run the test suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --browser
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

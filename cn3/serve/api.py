@@ -8,20 +8,28 @@ Routes (every answer a JSON object; an error is ``{"error": "<one sentence>"}``)
   (:mod:`cn3.serve.views`).
 * ``POST /api/compare`` ``{"runs": [a, b], "text", "pretokenized"}``: two views and, where the
   tokens and layer counts match, ``b - a`` of their head-averaged matrices per side and layer.
-* ``GET /api/items?run=&other=&split=dev|test&order=disagree|hub&limit=``: items of the run's
-  prepared split with gold and predictions (:mod:`cn3.serve.items`).
+* ``GET /api/items?run=&other=&split=dev|test&order=disagree|hub|entropy|length|file&errors=0|1&limit=``:
+  items of the run's prepared split with gold, predictions and graph statistics, optionally only the
+  run's errors (:mod:`cn3.serve.items`).
 * ``GET /api/run?run=``: config, results and learning curves.
 * ``GET /api/grid``: the grid's report (Markdown and its PNG names).
 
-Statuses: 400 a bad request, 404 an unknown run, item or route, 413 text over the word cap, 500
-anything else (logged to stderr, never a traceback in the body).
+Statuses: 400 a bad request (malformed JSON, nested deeper than :data:`MAX_DEPTH`, a control
+character or lone surrogate in the text), 404 an unknown run, item or route, 413 a body over
+:data:`MAX_BODY` or text over the word cap, 503 a model busy for :data:`BUSY_SECONDS`, 500 anything
+else (logged to stderr, never a traceback in the body).
+
+The word cap (``cn3 serve --max-words``, 120 by default) counts a sentence's tokens, as the model
+reads them; the same number and wording appear on the page and in the 413's sentence.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import traceback
+import unicodedata
 
 import numpy as np
 
@@ -30,6 +38,10 @@ from cn3.util.errors import ArgumentError, Cn3Error, DataError
 
 #: the largest request body read (bytes)
 MAX_BODY = 64 * 1024
+#: the deepest nesting of arrays and objects a request body may have
+MAX_DEPTH = 8
+#: seconds a request waits for a model another request is using before a 503
+BUSY_SECONDS = 30.0
 
 
 class ApiError(Exception):
@@ -54,6 +66,11 @@ class ServeApp:
         self.max_words = max_words
         self.grid = grid
         self._items: dict = {}  # (run id, split) -> cached items of the split (cn3.serve.items)
+        self._items_lock = threading.Lock()
+
+    def add_runs(self, runs: list[ServedRun]) -> None:
+        """Serve ``runs`` too (``cn3 serve`` binds its port first, then loads the models)."""
+        self.runs.update((run.id, run) for run in runs)
 
     # ---- dispatch ---------------------------------------------------------------------------
 
@@ -79,9 +96,14 @@ class ServeApp:
         except (DataError, Cn3Error) as err:  # e.g. an empty sentence, a formula's unbalanced brackets
             return 400, {"error": str(err)}
         except Exception as err:  # noqa: BLE001 - the page gets a sentence, stderr the traceback
-            traceback.print_exc(file=sys.stderr)
-            return 500, {"error": f"the server failed on this request ({type(err).__name__}); its console "
-                                  "has the details"}
+            return self.failure(err)
+
+    @staticmethod
+    def failure(err: Exception) -> tuple[int, dict]:
+        """The 500 of an unexpected error: its traceback on stderr, one sentence for the client."""
+        traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+        return 500, {"error": f"the server failed on this request ({type(err).__name__}); its console "
+                              "has the details"}
 
     def run(self, run_id) -> ServedRun:
         """The served run ``run_id``; 404 naming the ids served otherwise."""
@@ -102,13 +124,18 @@ class ServeApp:
         return {"run": run.id, **self.view_of(run, text, pretokenized)}
 
     def view_of(self, run: ServedRun, text, pretokenized: bool) -> dict:
-        """The view of ``run`` (under its lock: one request at a time per model)."""
+        """The view of ``run`` (under its lock: one request at a time per model; 503 when it stays busy
+        for :data:`BUSY_SECONDS`)."""
         from cn3.serve.views import sentence_view, translation_view
 
-        with run.lock:
+        if not run.lock.acquire(timeout=BUSY_SECONDS):
+            raise ApiError(503, f"the model of {run.id} is busy with other requests; try again")
+        try:
             if run.kind == "translation":
                 return translation_view(run, text, self.max_words)
             return sentence_view(run, text, pretokenized, self.max_words)
+        finally:
+            run.lock.release()
 
     def compare(self, request: dict) -> dict:
         """``/api/compare``: two views of the same input and the difference of their graphs."""
@@ -127,20 +154,26 @@ class ServeApp:
 
         run = self.run(query.get("run"))
         other = self.run(query["other"]) if query.get("other") else None
+        from cn3.serve.items import ORDERS
+
         split = query.get("split", "dev")
         order = query.get("order", "disagree" if other else "hub")
         try:
             limit = int(query.get("limit", "20"))
         except ValueError:
             raise ApiError(400, "limit must be a whole number") from None
-        if split not in ("dev", "test") or order not in ("disagree", "hub") or not 1 <= limit <= 500:
-            raise ApiError(400, "split must be dev or test, order disagree or hub, limit 1..500")
+        if split not in ("dev", "test") or order not in ORDERS or not 1 <= limit <= 500:
+            raise ApiError(400, f"split must be dev or test, order one of {', '.join(ORDERS)}, limit 1..500")
+        if query.get("errors", "0") not in ("0", "1"):
+            raise ApiError(400, "errors must be 0 (every item) or 1 (only the run's errors)")
         if order == "disagree" and other is None:
             raise ApiError(400, "order=disagree needs other=<run id> to disagree with")
         try:
-            return {"items": select_items(self._items, run, other, split, order, limit)}
+            with self._items_lock:  # one reading and scoring of a split at a time
+                items = select_items(self._items, run, other, split, order, limit, query.get("errors") == "1")
         except ItemsUnavailable as err:
             raise ApiError(404, str(err)) from None
+        return {"items": items}
 
     def run_page(self, query: dict) -> dict:
         """``/api/run``: the run's config, results and learning curves."""
@@ -161,7 +194,8 @@ class ServeApp:
 
 
 def parse_body(body: bytes | None) -> dict:
-    """A POST body as a JSON object; 413 past :data:`MAX_BODY`, 400 for anything else."""
+    """A POST body as a JSON object; 413 past :data:`MAX_BODY`, 400 for anything else (not UTF-8 JSON,
+    nested deeper than :data:`MAX_DEPTH`, not an object)."""
     if body is None or not body.strip():
         raise ApiError(400, "the request has no body: send a JSON object")
     if len(body) > MAX_BODY:
@@ -170,9 +204,44 @@ def parse_body(body: bytes | None) -> dict:
         value = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise ApiError(400, "the request body is not valid UTF-8 JSON") from None
+    except RecursionError:  # nested past the parser's stack
+        raise ApiError(400, f"the request body is nested deeper than {MAX_DEPTH} levels") from None
+    if json_depth(value) > MAX_DEPTH:
+        raise ApiError(400, f"the request body is nested deeper than {MAX_DEPTH} levels")
     if not isinstance(value, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return value
+
+
+def json_depth(value) -> int:
+    """How deeply arrays and objects nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:  # deeper is refused whatever lies below
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def check_text(text) -> None:
+    """Refuse (400) a sentence holding a lone surrogate (``\\ud800`` in JSON, which no encoder can read)
+    or a control character other than TAB (TAB separates a pair's sentences), naming it and its place."""
+    for side, sentence in enumerate(text if isinstance(text, list) else [text]):
+        if not isinstance(sentence, str):
+            continue  # the view says what a text must be
+        for at, char in enumerate(sentence):
+            code = ord(char)
+            if 0xD800 <= code <= 0xDFFF:
+                problem = "a lone surrogate"
+            elif char != "\t" and unicodedata.category(char) == "Cc":
+                problem = "a control character"
+            else:
+                continue
+            where = f"sentence {side + 1}, " if isinstance(text, list) else ""
+            raise ApiError(400, f"the text holds {problem} (U+{code:04X}) at {where}character {at + 1}: "
+                                "remove it and send plain text")
 
 
 def request_text(request: dict) -> tuple[object, bool]:
@@ -182,6 +251,7 @@ def request_text(request: dict) -> tuple[object, bool]:
     pretokenized = request.get("pretokenized", False)
     if not isinstance(pretokenized, bool):
         raise ApiError(400, '"pretokenized" must be true or false')
+    check_text(request["text"])
     return request["text"], pretokenized
 
 

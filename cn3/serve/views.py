@@ -102,8 +102,8 @@ def input_sides(text, level: str) -> list[str]:
 def check_length(tokens: list[str], max_words: int) -> None:
     """Raises :class:`TooLong` when a sentence has more than ``max_words`` tokens."""
     if len(tokens) > max_words:
-        raise TooLong(f"the text has {len(tokens)} words; this server takes at most {max_words} per sentence "
-                      "(cn3 serve --max-words)")
+        raise TooLong(f"the text has {len(tokens)} words; this server takes at most {max_words} words per "
+                      "sentence (cn3 serve --max-words)")
 
 
 _spacy_lock = threading.Lock()
@@ -143,22 +143,31 @@ def tree_marks(alpha: np.ndarray, heads: list[int] | None) -> list[list]:
     return marks
 
 
+def graph_stats(matrix: np.ndarray, keys: np.ndarray | None, parse: list[int] | None, word_rows: bool) -> dict:
+    """Hub share and mean row entropy (:mod:`cn3.analysis.graphs`) and tree marks (:func:`tree_marks`)
+    of one ``(rows, n)`` matrix; ``keys (rows, n)`` the visible keys (None = all)."""
+    from cn3.analysis.graphs import hub, row_entropy
+
+    live = np.ones(matrix.shape[0], dtype=bool) if keys is None else keys.any(1)
+    entropy = row_entropy(matrix, keys)[live] if matrix.shape[1] > 1 and live.any() else np.array([np.nan])
+    with np.errstate(invalid="ignore"):
+        mean_entropy = float(np.nanmean(entropy)) if not np.isnan(entropy).all() else float("nan")
+    return {"hub_share": rounded(hub(matrix, keys)[1]) if live.any() else None,
+            "row_entropy": rounded(mean_entropy),
+            "tree_marks": tree_marks(matrix, parse) if word_rows else []}
+
+
 def layer_json(l: int, heads: np.ndarray, gate: np.ndarray | None, keys: np.ndarray | None,
                parse: list[int] | None, word_rows: bool) -> dict:
     """One layer of one side: ``heads (H, rows, n)`` weights, ``gate (n,)`` or ``None``, the visible
-    ``keys (rows, n)`` (None = all), ``parse`` 0-based heads; hub share and mean row entropy
-    (:mod:`cn3.analysis.graphs`) of the head mean."""
-    from cn3.analysis.graphs import hub, row_entropy
+    ``keys (rows, n)`` (None = all), ``parse`` 0-based heads.
 
+    ``hub_share``, ``row_entropy`` and ``tree_marks`` (:func:`graph_stats`) are those of the mean of the
+    heads ("all heads"); ``per_head`` holds the same three of each head's own matrix, in head order."""
     mean = heads.mean(0)  # (rows, n)
-    live = np.ones(mean.shape[0], dtype=bool) if keys is None else keys.any(1)
-    entropy = row_entropy(mean, keys)[live] if mean.shape[1] > 1 and live.any() else np.array([np.nan])
-    with np.errstate(invalid="ignore"):
-        mean_entropy = float(np.nanmean(entropy)) if not np.isnan(entropy).all() else float("nan")
+    per_head = [graph_stats(head, keys, parse, word_rows) for head in heads]
     return {"layer": l, "heads": rounded(heads), "gate": None if gate is None else rounded(gate),
-            "hub_share": rounded(hub(mean, keys)[1]) if live.any() else None,
-            "row_entropy": rounded(mean_entropy),
-            "tree_marks": tree_marks(mean, parse) if word_rows else []}
+            **graph_stats(mean, keys, parse, word_rows), "per_head": per_head}
 
 
 def _heads_of(alpha, captured: list):
@@ -222,7 +231,7 @@ def sentence_view(served, text, pretokenized: bool, max_words: int) -> dict:
     level = LEVELS[manifest["level"]]
     sides = input_sides(text, level)
     for side in sides:
-        check_length(side.split(), 4 * max_words)  # before tokenising: a tokenizer splits words further
+        check_length(side.split(), max_words)  # before tokenising: a tokenizer only splits words further
     examples = text_examples(["\t".join(sides)], manifest, "<request>", pretokenized)
     for sentence in examples[0].sentences:
         check_length(sentence.tokens, max_words)

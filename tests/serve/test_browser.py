@@ -4,8 +4,8 @@ system ``chromedriver``, against the real server (``live_server``) over the tiny
 Every test opens the page afresh; after it, the browser's console must hold no ``SEVERE`` entry and every
 resource the page loaded must come from the server's origin. Screenshots of each view are written to
 ``$CN3_SCREENSHOTS`` (default: ``screenshots/`` under pytest's base temp directory, printed).
-Skipped, saying why, where the browser, its driver or Selenium is missing (``scripts/setup.sh`` installs
-``chromium`` and ``chromium-driver`` as root where apt is available).
+Skipped, saying why, where the browser, its driver or Selenium is missing (``scripts/setup.sh --browser``, run
+by ``scripts/test.sh``, installs ``chromium`` and ``chromium-driver`` as root where apt is available).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def _selenium():
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         pytest.skip(f"no browser for the page tests: {', '.join(missing)} missing "
-                    "(scripts/setup.sh installs chromium and chromium-driver as root where apt-get is available)")
+                    "(scripts/setup.sh --browser, which scripts/test.sh runs, installs chromium and chromium-driver "
+                    "as root where apt-get is available)")
     return pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
 
 

@@ -26,6 +26,9 @@ def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> t
         return err.code, dict(err.headers), err.read()
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def post_json(base: str, route: str, body: dict) -> tuple[int, dict, bytes]:
     return fetch(base + route.lstrip("/"), json.dumps(body).encode(), {"Content-Type": "application/json"})
 
@@ -157,7 +160,7 @@ def test_no_request_names_a_file(live_server, path):
 @pytest.mark.slow
 def test_every_answer_carries_the_security_headers(live_server):
     for url, data in ((live_server + "api/runs", None), (live_server + "nothing", None),
-                      (live_server + "api/view", b"{}")):
+                      (live_server + "api/view", b"{}"), (live_server + "api/view", b"{" * 100)):
         _, headers, _ = fetch(url, data)
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert "default-src 'self'" in headers["Content-Security-Policy"]
@@ -179,11 +182,11 @@ def test_hostile_text_comes_back_as_data(live_server, serve_ids):
 def test_caps_and_bad_requests_over_http(live_server, serve_ids):
     status, _, raw = post_json(live_server, "api/view", {"run": serve_ids["trec"], "text": "w " * 121})
     assert status == 413 and "120" in json.loads(raw)["error"]
-    status, _, raw = fetch(live_server + "api/view", b"x" * (64 * 1024 + 1))
+    status, _, raw = fetch(live_server + "api/view", b"x" * (64 * 1024 + 1), JSON)
     assert status == 413 and "64 KB" in json.loads(raw)["error"]
-    status, _, raw = fetch(live_server + "api/view", b"[1]")
+    status, _, raw = fetch(live_server + "api/view", b"[1]", JSON)
     assert status == 400 and json.loads(raw) == {"error": "the request body must be a JSON object"}
-    status, _, raw = fetch(live_server + "api/view", b"{}", {"Content-Length": "many"})
+    status, _, raw = fetch(live_server + "api/view", b"{}", {**JSON, "Content-Length": "many"})
     assert status == 400 and "Content-Length" in json.loads(raw)["error"]
     assert fetch(live_server + "api/runs")[0] == 200  # the server still answers
 
