@@ -7,7 +7,8 @@ Routes (every answer a JSON object; an error is ``{"error": "<one sentence>"}``)
 * ``POST /api/view`` ``{"run", "text", "pretokenized"}``: the prediction and each layer's graph
   (:mod:`cn3.serve.views`).
 * ``POST /api/compare`` ``{"runs": [a, b], "text", "pretokenized"}``: two views and, where the
-  tokens and layer counts match, ``b - a`` of their head-averaged matrices per side and layer.
+  tokens match, ``b - a`` of their head-averaged matrices per side for the layers both have (a note
+  says so when their depths differ).
 * ``GET /api/items?run=&other=&split=dev|test&order=disagree|hub|entropy|length|file&errors=0|1&limit=``:
   items of the run's prepared split with gold, predictions and graph statistics, optionally only the
   run's errors (:mod:`cn3.serve.items`).
@@ -256,21 +257,24 @@ def request_text(request: dict) -> tuple[object, bool]:
 
 
 def graph_difference(a: dict, b: dict) -> tuple[list | None, str | None]:
-    """``b - a`` of the head-averaged matrices per side and layer, or ``(None, why not)`` when the
-    sides' tokens or the layer counts differ (or a run has no graph)."""
+    """``b - a`` of the head-averaged matrices per side, for the layers both runs have, and a note
+    (``None`` when the runs have the same depth); ``(None, why not)`` when the sides' tokens differ, a
+    run has no graph or a run's rows are not words."""
     from cn3.serve.views import rounded
 
     if not a["sides"][0]["layers"] or not b["sides"][0]["layers"]:
         return None, "a run has no graph to compare (its encoder returns no attention weights)"
     if [s["tokens"] for s in a["sides"]] != [s["tokens"] for s in b["sides"]]:
         return None, "the runs split the text into different tokens"
-    if [len(s["layers"]) for s in a["sides"]] != [len(s["layers"]) for s in b["sides"]]:
-        return None, "the runs have different numbers of layers"
     if any(s["rows"] != "words" for s in (*a["sides"], *b["sides"])):
         return None, "a run's rows are not words (SelfAtt1's annotation hops)"
+    depths = [len(v["sides"][0]["layers"]) for v in (a, b)]
+    note = None if depths[0] == depths[1] else (
+        f"{a['run']} has {depths[0]} layer(s) and {b['run']} {depths[1]}: the difference covers layers 1-"
+        f"{min(depths)}, which both have")
     difference = []
     for sa, sb in zip(a["sides"], b["sides"]):
-        for la, lb in zip(sa["layers"], sb["layers"]):
+        for la, lb in zip(sa["layers"], sb["layers"]):  # zip: the layers both have
             mean = [np.asarray(layer["heads"], dtype=np.float64).mean(0) for layer in (la, lb)]
             difference.append({"side": sa["name"], "layer": la["layer"], "matrix": rounded(mean[1] - mean[0])})
-    return difference, None
+    return difference, note

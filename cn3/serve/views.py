@@ -190,6 +190,7 @@ def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, 
     side = {"name": name, "tokens": list(sentence.tokens), "rows": "hops" if kind == "annotation" else "words",
             "parse": None if parse is None else {
                 "heads": parse, "relations": list(sentence.deprels) if sentence.deprels else ["dep"] * n},
+            "pos": list(sentence.upos) if getattr(sentence, "upos", None) else None,
             "layers": []}
     if not info or not info.get("alphas"):
         return side

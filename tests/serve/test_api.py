@@ -149,6 +149,45 @@ def test_attention_heads_are_the_encoders_own(serve_app, serve_ids):
     np.testing.assert_allclose(list(answer["prediction"]["probs"].values()), probs, atol=1e-5)
 
 
+def assert_marks(sent: list, expected: list, matrix: np.ndarray) -> None:
+    """The marks sent (from unrounded weights) are those of ``matrix`` (rounded) on every row whose
+    strongest key is clear of the next by more than the rounding; the others point at a near-maximum."""
+    top2 = np.sort(matrix, 1)[:, -2:]
+    clear = {i for i in range(len(matrix)) if top2[i, 1] - top2[i, 0] > 1e-4}
+    assert [m for m in sent if m[0] in clear] == [m for m in expected if m[0] in clear]
+    assert all(matrix[i, k] >= matrix[i].max() - 1e-4 for i, k, _ in sent)
+    assert any(m[0] in clear for m in sent) or not sent or len(clear) < len(matrix)
+
+
+def test_each_head_has_its_own_statistics_and_marks(serve_app, serve_ids):
+    """``per_head[h]`` is head h's own hub share, row entropy and tree marks; the top level is the mean's."""
+    from cn3.analysis.graphs import hub, row_entropy
+    from cn3.serve.views import tree_marks
+
+    for name in ("trec", "trec_transformer"):
+        side = view(serve_app, serve_ids[name], QUESTION)["sides"][0]
+        parse = side["parse"]["heads"] if side["parse"] else None
+        for layer in side["layers"]:
+            heads = np.asarray(layer["heads"], dtype=np.float64)
+            assert len(layer["per_head"]) == len(heads) == 2
+            for matrix, own in zip(heads, layer["per_head"]):
+                assert own["hub_share"] == pytest.approx(hub(matrix)[1], abs=1e-4)
+                assert own["row_entropy"] == pytest.approx(float(np.mean(row_entropy(matrix))), abs=1e-3)
+                assert_marks(own["tree_marks"], tree_marks(matrix, parse), matrix)
+            mean = heads.mean(0)
+            assert layer["hub_share"] == pytest.approx(hub(mean)[1], abs=1e-4)
+            assert_marks(layer["tree_marks"], tree_marks(mean, parse), mean)
+    stats = [(h["hub_share"], h["row_entropy"]) for layer in side["layers"] for h in layer["per_head"]]
+    assert len(set(stats)) > 1  # the heads differ: not the mean repeated
+
+
+def test_pos_tags_come_with_the_parse(serve_app, serve_ids):
+    side = view(serve_app, serve_ids["trec"], QUESTION)["sides"][0]
+    if side["parse"] is None:
+        pytest.skip("no parser here (spaCy and its English model are not installed)")
+    assert side["pos"] is not None and len(side["pos"]) == len(side["tokens"]) and "NOUN" in side["pos"]
+
+
 def test_pair_view_has_premise_and_hypothesis(serve_app, serve_ids):
     as_list = view(serve_app, serve_ids["sick"], PAIR)
     as_tab = view(serve_app, serve_ids["sick"], "\t".join(PAIR))
@@ -217,7 +256,10 @@ def test_translation_view(serve_app, serve_ids):
 
 
 def test_caps(serve_app, serve_ids):
-    assert_error(post(serve_app, "/api/view", run=serve_ids["trec"], text=" ".join(["word"] * 121)), 413, "120")
+    """One word cap, stated alike however far over it a text is."""
+    for words in (121, 1000, 20_000):
+        assert_error(post(serve_app, "/api/view", run=serve_ids["trec"], text=" ".join(["w"] * words)), 413,
+                     f"the text has {words} words; this server takes at most 120 words per sentence")
     assert view(serve_app, serve_ids["trec"], " ".join(["word"] * 120))["sides"][0]["tokens"] == ["word"] * 120
     assert_error(post(serve_app, "/api/view", run=serve_ids["multi30k"], text=" ".join(["a"] * 121)), 413)
     body = json.dumps({"run": serve_ids["trec"], "text": "x " * 40_000}).encode()
@@ -229,6 +271,15 @@ def test_caps(serve_app, serve_ids):
     (b'{"run": "r0"}', '"text"'), (b'{"run": "r0", "text": 5}', '"text" must be'),
     (b'{"run": "r0", "text": "a", "pretokenized": "yes"}', "pretokenized"), (b'{"run": "r0", "text": "   "}', "empty"),
     (b'{"run": "r2", "text": "only one sentence"}', "two sentences"), (b'{"run": "r0", "text": ["a", "b"]}', "one"),
+    (b'{"run": "r0", "text": "a \\ud800 b"}', "lone surrogate (U+D800) at character 3"),
+    (b'{"run": "r0", "text": "a \\udfff"}', "lone surrogate"),
+    (b'{"run": "r0", "text": "bell \\u0007"}', "control character (U+0007) at character 6"),
+    (b'{"run": "r0", "text": "nul \\u0000 x"}', "control character (U+0000)"),
+    (b'{"run": "r0", "text": "del \\u007f"}', "control character (U+007F)"),
+    (b'{"run": "r2", "text": ["ok", "a\\u001bb"]}', "sentence 2, character 2"),
+    (b'{"run": "r0", "text": "a", "x": ' + b"[" * 9 + b"]" * 9 + b"}", "nested deeper than 8"),
+    (b"[" * 60_000, "nested deeper than 8"),
+    (b'{"a":' * 5_000 + b"1" + b"}" * 5_000, "nested deeper than 8"),
 ])
 def test_bad_bodies_are_400(serve_app, body, fragment):
     assert_error(serve_app.handle("POST", "/api/view", {}, body), 400, fragment)
@@ -269,7 +320,13 @@ def test_compare_two_runs(serve_app, serve_ids):
         np.testing.assert_allclose(d["matrix"], expected, atol=1e-4)
         np.testing.assert_allclose(np.asarray(d["matrix"]).sum(-1), 0.0, atol=2e-3)
     status, answer = post(serve_app, "/api/compare", runs=[a, serve_ids["conll2003"]], text=QUESTION)
-    assert status == 200 and answer["difference"] is None and "layers" in answer["difference_reason"]
+    depths = [len(v["sides"][0]["layers"]) for v in answer["views"]]
+    assert status == 200 and depths[0] != depths[1], depths  # runs of different depths: the layers both have
+    assert [d["layer"] for d in answer["difference"]] == list(range(min(depths)))
+    assert f"{a} has {depths[0]} layer(s)" in answer["difference_reason"]
+    for d, la, lb in zip(answer["difference"], *(v["sides"][0]["layers"] for v in answer["views"])):
+        expected = np.asarray(lb["heads"]).mean(0) - np.asarray(la["heads"]).mean(0)
+        np.testing.assert_allclose(d["matrix"], expected, atol=1e-4)
     assert_error(post(serve_app, "/api/compare", runs=[a], text=QUESTION), 400, "two run ids")
 
 
@@ -306,11 +363,33 @@ def test_items_with_the_highest_hub_share(serve_app, serve_ids):
     assert all(isinstance(item["text"], list) and len(item["text"]) == 2 for item in pair["items"])
 
 
+def test_items_ordered_by_a_statistic_and_filtered_to_errors(serve_app, serve_ids):
+    run = serve_ids["trec"]
+    everything = serve_app.handle("GET", "/api/items", {"run": run, "order": "file", "limit": "500"})[1]["items"]
+    assert [item["index"] for item in everything] == list(range(len(everything)))
+    for order, highest in (("entropy", True), ("sharp", False)):
+        items = serve_app.handle("GET", "/api/items", {"run": run, "order": order, "limit": "50"})[1]["items"]
+        values = [item["row_entropy"] for item in items]
+        assert values == sorted(values, reverse=highest) and len(set(values)) > 5  # a statistic that varies
+    for item in everything[:3]:
+        layers = view(serve_app, run, item["text"], pretokenized=True)["sides"][0]["layers"]
+        assert layers[-1]["row_entropy"] == pytest.approx(item["row_entropy"], abs=1e-4)
+    longest = serve_app.handle("GET", "/api/items", {"run": run, "order": "length", "limit": "5"})[1]["items"]
+    lengths = [len(item["text"].split()) for item in longest]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] == max(len(i["text"].split()) for i in everything)
+    errors = serve_app.handle("GET", "/api/items", {"run": run, "order": "file", "errors": "1", "limit": "500"})[1]
+    wrong = [item["index"] for item in everything if item["pred"] != item["gold"]]
+    assert [item["index"] for item in errors["items"]] == wrong[:500] and wrong
+    assert all(not item["correct"] for item in errors["items"])
+
+
 def test_items_errors(serve_app, serve_ids):
     run = serve_ids["trec"]
     assert_error(serve_app.handle("GET", "/api/items", {"run": run, "order": "disagree"}), 400, "other")
     assert_error(serve_app.handle("GET", "/api/items", {"run": run, "split": "train"}), 400, "dev or test")
     assert_error(serve_app.handle("GET", "/api/items", {"run": run, "limit": "many"}), 400, "whole number")
+    assert_error(serve_app.handle("GET", "/api/items", {"run": run, "order": "random"}), 400, "entropy")
+    assert_error(serve_app.handle("GET", "/api/items", {"run": run, "errors": "yes"}), 400, "errors must be")
     assert_error(serve_app.handle("GET", "/api/items", {"run": run, "other": serve_ids["sick"]}), 404, "different")
     assert_error(serve_app.handle("GET", "/api/items", {"run": serve_ids["multi30k"]}), 404, "sentence runs")
 
