@@ -8,7 +8,9 @@ direction as ``e_ik`` and needs trees. On translation there are no word attribut
 CN3 runs on the subword states alone (``attr_dim = 0``, no edge attributes).
 
 Beyond the paper, off by default: ``energy_heads`` and ``relative_positions``
-(:mod:`cn3.layers.dynamic_graph`), on every task level.
+(:mod:`cn3.layers.dynamic_graph`), on every task level; how energies become edge weights
+(``edge_weights``, ``energy_form``) and the graph regularisers (``parse_loss``, ``hub_penalty``;
+:mod:`cn3.layers.edge_weights`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from cn3.encoders.options import CN3Options, check_cn3_options
 from cn3.encoders.registry import EncoderArgs, register
 from cn3.layers import DynamicGraphEncoder
 from cn3.layers.context import BiLSTMContext, CNNContext
+from cn3.layers.edge_weights import heads_from_edge_types
 
 
 class CN3Encoder(nn.Module):
@@ -41,6 +44,9 @@ class CN3Encoder(nn.Module):
             node state width (``d``; ``in_dim`` with ``context: none``).
         relative_positions: clip ``C`` of the relative position edge attribute (0 = off).
         attention_impl: every graph layer's ``impl`` (:class:`cn3.layers.DynamicGraphLayer`).
+        edge_weights, energy_form: every graph layer's (:class:`cn3.layers.DynamicGraphLayer`).
+        parse_loss, hub_penalty: the graph regularisers (:class:`cn3.layers.DynamicGraphEncoder`);
+            while training with either on, ``info["loss"]`` holds their weighted sum.
 
     Shapes: ``x (B, N, in_dim)``, ``mask (B, N)``, ``v (B, N, attr_dim)``, ``edge_type (B, N, N)`` ->
     ``h (B, N, out_dim)``, ``info = {"alphas": [(B, N, N)] * layers, "gates": [(B, N, out_dim)] * layers}``;
@@ -51,7 +57,8 @@ class CN3Encoder(nn.Module):
     def __init__(self, in_dim: int, d: int, layers: int, attr_dim: int = 0, n_edge_types: int = 0,
                  context: str = "lstm", context_layers: int = 1, energy_dim: int = 100, edge_dim: int = 32,
                  dropout: float = 0.0, init_range: float = 0.1, energy_heads: int = 1,
-                 relative_positions: int = 0, attention_impl: str = "auto"):
+                 relative_positions: int = 0, attention_impl: str = "auto", edge_weights: str = "softmax",
+                 energy_form: str = "additive", parse_loss: float = 0.0, hub_penalty: float = 0.0):
         super().__init__()
         if context == "lstm":
             self.context = BiLSTMContext(in_dim, d // 2, context_layers, dropout)
@@ -69,7 +76,8 @@ class CN3Encoder(nn.Module):
         self.graph = DynamicGraphEncoder(num_layers=layers, hidden=hidden, attr_dim=attr_dim,
                                          n_edge_types=n_edge_types, edge_dim=edge_dim, energy_dim=energy_dim,
                                          energy_heads=energy_heads, relative_positions=relative_positions,
-                                         impl=attention_impl)
+                                         impl=attention_impl, edge_weights=edge_weights, energy_form=energy_form,
+                                         parse_loss=parse_loss, hub_penalty=hub_penalty)
         self.out_dim, self.attr_dim, self.edge_attrs = hidden, attr_dim, n_edge_types > 0
         self.init_range = init_range
         self.reset_parameters()
@@ -82,12 +90,32 @@ class CN3Encoder(nn.Module):
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
         h = self.context(x, mask) if self.context is not None else x  # (B, N, d)
+        if self.training and self.graph.regularised:
+            return self._forward_regularised(h, mask, v, edge_type)
         v, edge_type = v if self.attr_dim else None, edge_type if self.edge_attrs else None
         if self.energy_heads == 1:
             h, alphas, gates = self.graph(h, mask, v, edge_type)
             return h, {"alphas": alphas, "gates": gates}
         h, head_alphas, gates = self.graph(h, mask, v, edge_type, per_head=True)  # [(B, H, N, N)] * L
         return h, {"alphas": [a.mean(dim=1) for a in head_alphas], "gates": gates, "head_alphas": head_alphas}
+
+    def _forward_regularised(self, h: Tensor, mask: Tensor, v: Tensor | None,
+                             edge_type: Tensor | None) -> tuple[Tensor, dict]:
+        """Training with a graph regulariser: the graph layers' loss joins ``info["loss"]`` (the model
+        adds it to the task's loss); the parse's heads come from the dataset's edge types whether or
+        not they are an attribute (``edge_attrs``)."""
+        parse_heads = None
+        if self.graph.parse_loss > 0:
+            if edge_type is None:
+                raise ConfigError("model.parse_loss > 0 needs dependency trees: prepare the task with an "
+                                  "annotator that parses (gold trees, spacy or stanza)")
+            parse_heads = heads_from_edge_types(edge_type, mask)  # (B, N)
+        v, edge_type = v if self.attr_dim else None, edge_type if self.edge_attrs else None
+        h, alphas, gates, loss = self.graph.forward_regularised(h, mask, v, edge_type, parse_heads,
+                                                                per_head=self.energy_heads > 1)
+        if self.energy_heads == 1:
+            return h, {"alphas": alphas, "gates": gates, "loss": loss}
+        return h, {"alphas": [a.mean(dim=1) for a in alphas], "gates": gates, "head_alphas": alphas, "loss": loss}
 
 
 @register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options; beyond the paper: "
@@ -101,4 +129,5 @@ def _cn3(a: EncoderArgs) -> nn.Module:
                           "that parses (gold trees, spacy or stanza)")
     return CN3Encoder(a.in_dim, a.d, a.layers, a.attr_dim, a.n_edge_types if c.edge_attrs else 0, c.context,
                       c.context_layers, c.energy_dim, c.edge_dim, a.dropout, c.init_range, c.energy_heads,
-                      c.relative_positions, c.attention_impl)
+                      c.relative_positions, c.attention_impl, edge_weights=c.edge_weights, energy_form=c.energy_form,
+                      parse_loss=c.parse_loss, hub_penalty=c.hub_penalty)

@@ -154,6 +154,16 @@ class CN3Options:
             attribute ``e_ik`` (0 = off, the paper).
         attention_impl: execution option, the path of every CN3 layer's energy, softmax and messages:
             ``blockwise``, ``dense``, ``fused`` or ``auto`` (:mod:`cn3.layers.dynamic_graph`).
+        edge_weights: how energies become edge weights: ``softmax`` (the paper), ``sparsemax`` or
+            ``entmax15`` (rows keep a few non-zero edges; the ``entmax`` package) or ``tree`` (the
+            marginals of a distribution over dependency trees, matrix-tree theorem; the diagonal holds
+            the root's share) (:mod:`cn3.layers.edge_weights`).
+        energy_form: ``additive`` (the paper) or ``centered`` (each key's mean energy over the queries
+            removed: what is left depends on the query).
+        parse_loss: ``lambda`` of the cross-entropy of the first graph layer's first head against the
+            parse's heads, added to the training loss (LISA); needs parsed data (0 = off).
+        hub_penalty: weight of the penalty on each key's column mass (the queries reading it) above
+            :data:`cn3.layers.edge_weights.HUB_BOUND` (0 = off).
     """
 
     context: Literal["lstm", "cnn", "none"] = "lstm"
@@ -165,10 +175,18 @@ class CN3Options:
     energy_heads: int = 1
     relative_positions: int = 0
     attention_impl: Literal["auto", "blockwise", "dense", "fused"] = field(default="auto", metadata=EXECUTION)
+    edge_weights: Literal["softmax", "sparsemax", "entmax15", "tree"] = "softmax"
+    energy_form: Literal["additive", "centered"] = "additive"
+    parse_loss: float = 0.0
+    hub_penalty: float = 0.0
 
     def validate(self, prefix: str = "model.cn3.") -> None:
         check_cn3_options(self.energy_dim, self.energy_heads, self.relative_positions, prefix)
-        _check_choice(self, "attention_impl", prefix)
+        for name in ("attention_impl", "edge_weights", "energy_form"):
+            _check_choice(self, name, prefix)
+        for name in ("parse_loss", "hub_penalty"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{prefix}{name} must be >= 0 (0 = off), got {getattr(self, name)}")
 
 
 def check_cn3_options(energy_dim: int, energy_heads: int, relative_positions: int, prefix: str = "model.") -> None:

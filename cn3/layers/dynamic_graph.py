@@ -49,12 +49,15 @@ fused path skip writing it.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import torch
 from torch import Tensor, nn
 
 from cn3.layers.attention import gated_mix
 from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, additive_attention, default_block_rows
+from cn3.layers.edge_weights import (EDGE_WEIGHTS, ENERGY_FORMS, HUB_BOUND, GraphParts, graph_attention, hub_penalty,
+                                     parse_loss)
 
 #: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
 IMPLS = ("auto", "blockwise", "dense", "fused")
@@ -99,7 +102,8 @@ def choose_impl(impl: str, device: torch.device, width: int = 0, length: int = 0
 def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: Tensor,
                   edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
                   pair_vecs: Tensor | None = None, keys: Tensor | None = None, impl: str = "auto",
-                  need_alpha: bool = True, block_rows: int | None = None) -> tuple[Tensor, Tensor | None]:
+                  need_alpha: bool = True, block_rows: int | None = None, edge_weights: str = "softmax",
+                  energy_form: str = "additive") -> tuple[Tensor, Tensor | None]:
     """CN3's energy, softmax and messages for ``H`` heads on the path :func:`choose_impl` picks: the
     one function behind :class:`DynamicGraphLayer` and :mod:`cn3.nn`'s dense layer.
 
@@ -122,11 +126,24 @@ def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: T
             either, ``fused`` (given or chosen) runs the dense path instead.
         need_alpha: the fused path returns None for ``alpha`` without it (the others always return it).
         block_rows: query rows per block on the PyTorch paths; None picks by size.
+        edge_weights, energy_form: one of :data:`~cn3.layers.edge_weights.EDGE_WEIGHTS` and of
+            :data:`~cn3.layers.edge_weights.ENERGY_FORMS`. Anything but ``softmax`` + ``additive`` runs
+            :func:`cn3.layers.edge_weights.graph_attention` (PyTorch, on every device; the fused kernel
+            serves the paper's softmax only) and returns differentiable weights.
 
     Shapes:
         returns ``out (B, N, d)`` and ``alpha (B, H, N, N)`` (or None, see ``need_alpha``).
     """
     heads = u.shape[0]
+    if edge_weights != "softmax" or energy_form != "additive":
+        if pair_vecs is not None:
+            edge_vecs, edge_type = _pair_table(pair_vecs, edge_vecs, edge_type)
+        if block_rows is None:
+            budget = BLOCK_ELEMENTS if query.device.type != "cuda" else DENSE_ELEMENTS
+            block_rows = default_block_rows(query.shape[0], query.shape[1], query.shape[-1], budget=budget)
+        out, alpha, _, _ = graph_attention(query, key, u, values, mask, edge_vecs, edge_type, keys, edge_weights,
+                                           energy_form, block_rows)
+        return out, alpha if need_alpha else None
     path = choose_impl(impl, query.device, values.shape[-1] // heads, query.shape[1])
     if path == "fused" and pair_vecs is None and keys is None:
         from cn3.layers.fused_energy import fused_additive_attention  # needs triton: only on this path
@@ -210,9 +227,15 @@ class DynamicGraphLayer(nn.Module):
             embedding is shared.
         impl: one of :data:`IMPLS` (:func:`choose_impl`); an attribute, so it may be changed after
             construction.
+        edge_weights: how energies become weights, one of
+            :data:`~cn3.layers.edge_weights.EDGE_WEIGHTS` (``softmax`` = the paper; ``sparsemax``,
+            ``entmax15``, ``tree``: :mod:`cn3.layers.edge_weights`).
+        energy_form: ``additive`` (the paper) or ``centered`` (each key's mean energy over the queries
+            removed, so what is left depends on the query).
 
     Raises:
-        ValueError: ``impl`` is unknown, or ``energy_heads`` does not divide ``hidden`` and ``energy_dim``.
+        ValueError: ``impl``, ``edge_weights`` or ``energy_form`` is unknown, or ``energy_heads`` does not
+            divide ``hidden`` and ``energy_dim``.
 
     Shapes:
         - h: ``(B, N, d)``; mask: ``(B, N)`` bool, True at real nodes
@@ -221,15 +244,25 @@ class DynamicGraphLayer(nn.Module):
         - returns ``h' (B, N, d)``, ``alpha (B, N, N)``, ``gate (B, N, d)``, all zero at padded
           nodes (``alpha`` on padded keys too). With ``H > 1`` ``alpha`` is the heads' mean, or with
           ``per_head=True`` each head's, ``(B, H, N, N)``; None with ``need_alpha=False``.
+        - with ``return_graph=True`` a fourth output, :class:`~cn3.layers.edge_weights.GraphParts`: each
+          head's differentiable ``alpha`` and ``energy`` ``(B, H, N, N)`` and ``allowed``, for the
+          regularisers (this runs :func:`~cn3.layers.edge_weights.graph_attention`, whatever the options).
     """
 
     def __init__(self, hidden: int, attr_dim: int = 0, n_edge_types: int = 0,
                  edge_dim: int = 32, energy_dim: int = 100, block_rows: int | None = None,
-                 init_range: float = 0.1, energy_heads: int = 1, impl: str = "auto") -> None:
+                 init_range: float = 0.1, energy_heads: int = 1, impl: str = "auto",
+                 edge_weights: str = "softmax", energy_form: str = "additive") -> None:
         super().__init__()
         if impl not in IMPLS:  # now, not at the first batch
             raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
-        self.impl = impl
+        if edge_weights not in EDGE_WEIGHTS or energy_form not in ENERGY_FORMS:
+            raise ValueError(f"edge_weights must be one of {', '.join(EDGE_WEIGHTS)} and energy_form one of "
+                             f"{', '.join(ENERGY_FORMS)}, got {edge_weights!r}, {energy_form!r}")
+        if impl == "fused" and (edge_weights, energy_form) != ("softmax", "additive"):
+            warnings.warn(f"the fused kernel serves edge_weights=softmax with energy_form=additive only: "
+                          f"{edge_weights} + {energy_form} runs the PyTorch path", stacklevel=2)
+        self.impl, self.edge_weights, self.energy_form = impl, edge_weights, energy_form
         if energy_heads < 1 or hidden % energy_heads or energy_dim % energy_heads:
             raise ValueError(f"energy_heads={energy_heads} must be >= 1 and divide hidden={hidden} and "
                              f"energy_dim={energy_dim}")
@@ -260,7 +293,7 @@ class DynamicGraphLayer(nn.Module):
         return torch.cat([lin.weight for lin in blocks if lin is not None], dim=1)
 
     def forward(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
-                per_head: bool = False, need_alpha: bool = True) -> tuple[Tensor, Tensor | None, Tensor]:
+                per_head: bool = False, need_alpha: bool = True, return_graph: bool = False) -> tuple:
         self._check(v, edge_type)
         query = self.lin_hi(h)  # (B, N, e)  W_2 h_i
         key = self.lin_hk(h)  # (B, N, e)  W_1 h_k
@@ -273,9 +306,18 @@ class DynamicGraphLayer(nn.Module):
             edge_vecs = self.lin_edge(self.edge_emb.weight)  # (T, e)
         # s^h_ik = u_h^T tanh(W_h [h_k, h_i, v_i, v_k, e_ik]);  alpha^h_ik = softmax_k(s^h_ik) over real k;
         # h~_i = concat_h sum_k alpha^h_ik h_k[slice_h]
-        context, alpha = cn3_attention(query, key, self.u.view(self.energy_heads, -1), h, mask, edge_vecs, edge_type,
-                                       impl=self.impl, need_alpha=need_alpha,
-                                       block_rows=self.block_rows)  # (B, N, d), (B, H, N, N)
+        u = self.u.view(self.energy_heads, -1)  # (H, e/H)
+        graph = None
+        if return_graph:  # everything differentiable, for the regularisers
+            block_rows = self.block_rows or default_block_rows(h.shape[0], h.shape[1], query.shape[-1])
+            context, alpha, energy, allowed = graph_attention(query, key, u, h, mask, edge_vecs, edge_type, None,
+                                                              self.edge_weights, self.energy_form, block_rows)
+            graph = GraphParts(alpha, energy, allowed)
+        else:
+            context, alpha = cn3_attention(query, key, u, h, mask, edge_vecs, edge_type, impl=self.impl,
+                                           need_alpha=need_alpha, block_rows=self.block_rows,
+                                           edge_weights=self.edge_weights,
+                                           energy_form=self.energy_form)  # (B, N, d), (B, H, N, N)
         if need_alpha and not per_head:
             # one head: the (B, N, N) weights themselves, no copy
             alpha = alpha.squeeze(1) if self.energy_heads == 1 else alpha.mean(dim=1)  # (B, N, N)
@@ -284,7 +326,8 @@ class DynamicGraphLayer(nn.Module):
         # h'_i = g_i * h~_i + (1 - g_i) * h_i
         h_new = gated_mix(context, h, gate)  # (B, N, d)
         padded = ~mask.unsqueeze(-1)  # (B, N, 1)
-        return h_new.masked_fill(padded, 0.0), alpha if need_alpha else None, gate.masked_fill(padded, 0.0)
+        out = h_new.masked_fill(padded, 0.0), alpha if need_alpha else None, gate.masked_fill(padded, 0.0)
+        return (*out, graph) if return_graph else out
 
     def _check(self, v: Tensor | None, edge_type: Tensor | None) -> None:
         if (v is not None) != bool(self.attr_dim):
@@ -297,8 +340,10 @@ class DynamicGraphLayer(nn.Module):
     def extra_repr(self) -> str:
         heads = f", energy_heads={self.energy_heads}" if self.energy_heads > 1 else ""
         impl = f", impl={self.impl}" if self.impl != "auto" else ""
+        weights = f", edge_weights={self.edge_weights}" if self.edge_weights != "softmax" else ""
+        form = f", energy_form={self.energy_form}" if self.energy_form != "additive" else ""
         return (f"hidden={self.hidden}, attr_dim={self.attr_dim}, "
-                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}{heads}{impl}")
+                f"n_edge_types={self.n_edge_types}, energy_dim={self.u.numel()}{heads}{impl}{weights}{form}")
 
 
 def relative_position_types(n: int, clip: int, device: torch.device | str | None = None) -> Tensor:
@@ -331,6 +376,10 @@ class DynamicGraphEncoder(nn.Module):
         relative_positions: ``C > 0`` folds ``clip(k - i, -C, C)`` into the edge type
             (:func:`combined_edge_types`; the layers get ``max(n_edge_types, 1) * (2C + 1)`` types).
             0 = off (the paper).
+        parse_loss: ``lambda`` of :func:`~cn3.layers.edge_weights.parse_loss` on the first layer's first
+            head (0 = off, the paper); :meth:`regularised` needs the parse's heads when it is on.
+        hub_penalty: weight of :func:`~cn3.layers.edge_weights.hub_penalty` on every layer and head (0 = off).
+        hub_bound: the column mass (queries' worth of weight) a key may hold before the penalty counts.
         **layer_kwargs: passed to every :class:`DynamicGraphLayer`.
 
     Shapes:
@@ -338,11 +387,16 @@ class DynamicGraphEncoder(nn.Module):
         ``(B, H, N, N)``; None with ``need_alpha=False``) and ``L`` gates ``(B, N, d)``.
     """
 
-    def __init__(self, num_layers: int, hidden: int, relative_positions: int = 0, **layer_kwargs) -> None:
+    def __init__(self, num_layers: int, hidden: int, relative_positions: int = 0, parse_loss: float = 0.0,
+                 hub_penalty: float = 0.0, hub_bound: float = HUB_BOUND, **layer_kwargs) -> None:
         super().__init__()
         if relative_positions < 0:
             raise ValueError(f"relative_positions must be >= 0, got {relative_positions}")
+        if parse_loss < 0 or hub_penalty < 0 or hub_bound < 0:
+            raise ValueError(f"parse_loss, hub_penalty and hub_bound must be >= 0, got {parse_loss}, "
+                             f"{hub_penalty}, {hub_bound}")
         self.relative_positions = relative_positions
+        self.parse_loss, self.hub_penalty, self.hub_bound = parse_loss, hub_penalty, hub_bound
         self.n_dep_types = layer_kwargs.get("n_edge_types", 0)
         if relative_positions:
             layer_kwargs["n_edge_types"] = max(self.n_dep_types, 1) * (2 * relative_positions + 1)
@@ -371,3 +425,39 @@ class DynamicGraphEncoder(nn.Module):
             alphas.append(alpha)
             gates.append(gate)
         return h, alphas if need_alpha else None, gates
+
+    @property
+    def regularised(self) -> bool:
+        """A graph regulariser is on (``parse_loss`` or ``hub_penalty`` above 0)."""
+        return self.parse_loss > 0 or self.hub_penalty > 0
+
+    def forward_regularised(self, h: Tensor, mask: Tensor, v: Tensor | None = None, edge_type: Tensor | None = None,
+                            parse_heads: Tensor | None = None,
+                            per_head: bool = False) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
+        """:meth:`forward` plus the graph regularisers' loss
+        ``parse_loss * L_parse(layer 1, head 1) + hub_penalty * mean_layers L_hub``.
+
+        Args:
+            parse_heads: ``(B, N)`` long, each word's parse head (the word itself for the root, -1 at
+                padding; :func:`~cn3.layers.edge_weights.heads_from_edge_types`); needed when
+                ``parse_loss > 0``.
+
+        Raises:
+            ValueError: ``parse_loss > 0`` without ``parse_heads``.
+        """
+        if self.parse_loss > 0 and parse_heads is None:
+            raise ValueError("parse_loss > 0 needs the parse's heads (a dataset prepared with a parser)")
+        edge_type = self.edge_types(h, edge_type)
+        alphas, gates, loss = [], [], h.new_zeros(())
+        for index, layer in enumerate(self.layers):
+            h, alpha, gate, graph = layer(h, mask, v, edge_type, per_head=per_head, return_graph=True)
+            alphas.append(alpha)
+            gates.append(gate)
+            if index == 0 and self.parse_loss > 0:
+                heads = parse_heads.masked_fill(~graph.allowed[:, 0].gather(
+                    -1, parse_heads.clamp(min=0).unsqueeze(-1)).squeeze(-1), -1)  # heads that are allowed keys
+                loss = loss + self.parse_loss * parse_loss(graph.energy[:, 0], graph.allowed[:, 0], heads)
+            if self.hub_penalty > 0:
+                loss = loss + self.hub_penalty / len(self.layers) * hub_penalty(graph.alpha, mask, self.hub_bound)
+        return h, alphas, gates, loss
+

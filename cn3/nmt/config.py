@@ -117,6 +117,9 @@ class NMTModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.cn3.parse_loss > 0:
+            raise ConfigError("model.cn3.parse_loss needs dependency parses of the source, which translation "
+                              "data does not have (subword text): leave it at 0")
         check_options(self.encoder, self.encoder_args())  # the family's own check, before any data is read
 
     def encoder_args(self):

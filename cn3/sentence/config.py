@@ -60,6 +60,8 @@ class ModelConfig:
 
     Beyond the paper (CN3's learned graphs are stars: RESULTS.md, "Why the graphs collapse"), all off by default:
 
+    * ``edge_weights``, ``energy_form``, ``parse_loss``, ``hub_penalty``: how CN3's energies
+      become edge weights and the graph regularisers (:class:`cn3.encoders.options.CN3Options`), cn3 only.
     * ``energy_heads``, ``relative_positions``: cn3 only, as in :class:`cn3.encoders.options.CN3Options`;
       ``energy_heads`` must divide ``energy_dim`` and ``2 * hidden``. ``info["alphas"]`` holds the
       mean over the heads, ``info["head_alphas"]`` each head's.
@@ -123,6 +125,10 @@ class ModelConfig:
     energy_heads: int = 1
     relative_positions: int = 0
     attention_impl: Literal["auto", "blockwise", "dense", "fused"] = "auto"
+    edge_weights: Literal["softmax", "sparsemax", "entmax15", "tree"] = "softmax"
+    energy_form: Literal["additive", "centered"] = "additive"
+    parse_loss: float = 0.0
+    hub_penalty: float = 0.0
     position_dim: int = 0
     heads: int = 4
     ff: int = 0
@@ -153,6 +159,11 @@ class ModelConfig:
         if self.encoder != "cn3" and (self.energy_heads != 1 or self.relative_positions):
             raise ConfigError(f"model.energy_heads and model.relative_positions configure the cn3 encoder's "
                               f"energy; model.encoder is '{self.encoder}' (leave them at 1 and 0)")
+        graph_keys = {"edge_weights": "softmax", "energy_form": "additive", "parse_loss": 0.0, "hub_penalty": 0.0}
+        changed = [f"model.{key}" for key, default in graph_keys.items() if getattr(self, key) != default]
+        if self.encoder != "cn3" and changed:
+            raise ConfigError(f"{', '.join(changed)} configure the cn3 encoder's graph; model.encoder is "
+                              f"'{self.encoder}' (leave them at their defaults)")
         if self.context != "none" and (2 * self.hidden) % self.energy_heads:
             raise ConfigError(f"model.energy_heads ({self.energy_heads}) must divide the model width "
                               f"2 * model.hidden ({2 * self.hidden}): each head attends over a slice of it")

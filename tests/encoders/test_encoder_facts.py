@@ -72,6 +72,8 @@ ALTERNATIVES = {
     "cnn.widths": [[2]], "cnn.filters": [6], "cnn.window": [3],
     "cn3.context": ["cnn", "none"], "cn3.context_layers": [2], "cn3.energy_dim": [6], "cn3.edge_attrs": [False],
     "cn3.edge_dim": [4], "cn3.init_range": [0.2], "cn3.energy_heads": [2], "cn3.relative_positions": [2],
+    "cn3.edge_weights": ["sparsemax", "entmax15", "tree"], "cn3.energy_form": ["centered"], "cn3.parse_loss": [0.5],
+    "cn3.hub_penalty": [0.5],
 }
 
 #: every execution option (:func:`cn3.encoders.options.execution_options`): values other than ``auto`` that

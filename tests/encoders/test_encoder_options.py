@@ -30,7 +30,9 @@ REPO = Path(__file__).resolve().parents[2]
 FAMILY_SETS = ["hybrid.window=3", "hybrid.combine=concat", "rnn.chunk_size=4", "rnn.order=san_first",
                "rnn.onlstm_kernel=scan", "selfatt.hops=2", "cnn.widths=[2, 3]", "cnn.window=3"]
 CN3_VALUES = {"context": "cnn", "context_layers": 2, "energy_dim": 40, "edge_attrs": True, "edge_dim": 8,
-              "init_range": 0.05, "energy_heads": 2, "relative_positions": 3, "attention_impl": "dense"}
+              "init_range": 0.05, "energy_heads": 2, "relative_positions": 3, "attention_impl": "dense",
+              "edge_weights": "tree", "energy_form": "centered", "hub_penalty": 0.5,
+              "parse_loss": 0.0}  # parse_loss > 0 is refused on translation (no parses): tested below
 
 
 def test_every_family_reaches_encoder_args_from_both_configs():
@@ -56,6 +58,16 @@ def test_every_family_reaches_encoder_args_from_both_configs():
         positions=False, hybrid=nmt.hybrid, rnn=nmt.rnn, selfatt=nmt.selfatt, cnn=nmt.cnn, cn3=nmt.cn3)
 
 
+def test_parse_loss_needs_parses_so_translation_refuses_it():
+    assert resolve_config("trec", None, {}, ["model.parse_loss=0.5"]).model.parse_loss == 0.5
+    with pytest.raises(ConfigError, match="model.cn3.parse_loss needs dependency parses"):
+        resolve_nmt_config(None, {}, ["model.encoder=cn3", "model.cn3.parse_loss=0.5"])
+    with pytest.raises(ConfigError, match="configure the cn3 encoder's graph"):
+        resolve_config("trec", None, {}, ["model.encoder=lstm", "model.edge_weights=tree"])
+    with pytest.raises(ConfigError, match="hub_penalty must be >= 0"):
+        resolve_config("trec", None, {}, ["model.hub_penalty=-1"])
+
+
 def test_the_saved_layout_of_both_model_sections_is_unchanged():
     """The key order of a run's ``config.yaml`` (written with ``sort_keys=False``) as before the
     families' fields were added by :func:`with_encoder_options`: the flat CN3 keys where they were
@@ -63,7 +75,8 @@ def test_the_saved_layout_of_both_model_sections_is_unchanged():
     assert [f.name for f in dataclasses.fields(ModelConfig)] == [
         "encoder", "word_dim", "freeze_embeddings", "char", "char_dim", "char_out", "pos_dim", "spell_dim",
         "context", "context_layers", "hidden", "graph_layers", "energy_dim", "edge_attrs", "edge_dim", "energy_heads",
-        "relative_positions", "attention_impl", "position_dim", "heads", "ff", "attention_dropout", "norm",
+        "relative_positions", "attention_impl", "edge_weights", "energy_form", "parse_loss", "hub_penalty",
+        "position_dim", "heads", "ff", "attention_dropout", "norm",
         "mlp_hidden", "pool", "dropout", "word_dropout", "init_range", "hybrid", "rnn", "selfatt", "cnn"]
     assert [f.name for f in dataclasses.fields(NMTModelConfig)] == [
         "encoder", "d_model", "heads", "ff", "encoder_layers", "decoder_layers", "dropout", "attention_dropout",
