@@ -31,7 +31,12 @@ STATISTICS = {
     "tree_agreement": "argmax is a tree neighbour (head or dependent)",
     "tree_chance": "chance: a uniformly random other word",
     "tree_adjacent": "adjacent: word i-1 or i+1",
+    "head_agreement": "argmax is the parse head (the root: itself)",
+    "head_chance": "chance: a uniformly random visible word",
+    "tree_attachment": "attachment score of the best tree (Chu-Liu-Edmonds)",
 }
+#: the longest sentence whose best tree is searched (``tree_attachment``); longer ones go without it.
+TREE_MAX_WORDS = 80
 #: bins of the per-sentence hub-share histogram: [0, 0.1), ..., [0.9, 1.0].
 HUB_BINS = 10
 
@@ -131,6 +136,33 @@ def tree_neighbours(heads: np.ndarray) -> list[set[int]]:
         if h >= 0:
             out[i].add(int(h))
             out[int(h)].add(i)
+    return out
+
+
+def head_agreement(A: np.ndarray, heads: np.ndarray, keys: np.ndarray | None = None) -> dict[str, float]:
+    """How well one sentence's graph reads as its parse: ``head_agreement`` (the share of words whose
+    strongest key is their parse head, the root's being itself), ``head_chance`` (the same for a uniformly
+    random visible word) and ``tree_attachment`` (the attachment score of :func:`~cn3.analysis.trees.best_tree`,
+    the diagonal read as the root's share; left out past :data:`TREE_MAX_WORDS` words or without a tree
+    among the visible arcs); ``{}`` without a square matrix.
+
+    Shapes: ``A (n, n)``, ``heads (n,)`` (0-based, -1 root), ``keys (n, n)``.
+    """
+    from cn3.analysis.trees import attachment_score, best_tree
+
+    n = A.shape[0]
+    if A.shape[1] != n or n == 0:
+        return {}
+    target = np.where(heads < 0, np.arange(n), heads)  # the root reads itself
+    visible = visible_keys(n) if keys is None else keys
+    out = {"head_agreement": float(np.mean(A.argmax(1) == target)),
+           "head_chance": float(np.mean([1.0 / max(1, visible[i].sum()) for i in range(n)]))}
+    if n > TREE_MAX_WORDS:  # Edmonds over n^2 arcs in Python: seconds per sentence past this
+        return out
+    try:
+        out["tree_attachment"] = attachment_score(best_tree(A, keys), heads)
+    except ValueError:  # no spanning tree among the visible arcs (a causal or windowed encoder may have one)
+        pass
     return out
 
 
@@ -264,6 +296,7 @@ def sentence_statistics(A: np.ndarray, rows_are_words: bool = True, heads: np.nd
         tree = tree_agreement(A, heads, keys)
         if tree is not None:
             out.values.update(tree_agreement=tree.agreement, tree_chance=tree.chance, tree_adjacent=tree.adjacent)
+        out.values.update(head_agreement(A, heads, keys))
         if deprels is not None:
             out.relations = relation_arcs(A, heads, deprels, keys)
     return out

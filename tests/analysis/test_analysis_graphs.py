@@ -224,7 +224,8 @@ def test_cn3_run_table_json_and_png(runs, tmp_path):
     layer = record["layers"][0]
     assert layer["sentences"] + layer["skipped"] == record["items"]
     assert set(layer["stats"]) == {"hub_share", "entropy", "query_dependence", "static_share", "mean_distance",
-                                   "tree_agreement", "tree_chance", "tree_adjacent"}
+                                   "tree_agreement", "tree_chance", "tree_adjacent", "head_agreement", "head_chance",
+                                   "tree_attachment"}
     assert sum(layer["argmax_distance"]) == layer["rows"] and layer["relations"]
     assert (tmp_path / "graphs.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # the same hub shares read straight from `predict`'s attention, item by item
@@ -312,3 +313,43 @@ def test_heads_follow_their_layer_in_the_summary():
     for layer, head in ((1, 1), (0, None), (1, None), (0, 1), (0, 0)):
         stats.add(layer, star, head=head)
     assert [(e["layer"], e.get("head")) for e in stats.summary()] == [(1, None), (1, 1), (1, 2), (2, None), (2, 2)]
+
+
+def test_head_agreement_and_the_best_trees_attachment_by_hand():
+    from cn3.analysis.graphs import head_agreement
+
+    heads = np.array([1, -1, 1, 2])  # 0 <- 1 (root) -> 2 -> 3
+    A = np.array([[0.1, 0.8, 0.1, 0.0],  # word 0 reads its head 1
+                  [0.1, 0.7, 0.1, 0.1],  # the root reads itself
+                  [0.6, 0.3, 0.1, 0.0],  # word 2 reads 0, not its head 1
+                  [0.0, 0.0, 0.9, 0.1]])  # word 3 reads its head 2
+    out = head_agreement(A, heads)
+    assert out["head_agreement"] == 0.75 and out["head_chance"] == 0.25
+    assert out["tree_attachment"] == 0.75  # the best tree takes 0 as word 2's head (weight 0.6 > 0.3)
+    star = np.zeros((4, 4))
+    star[:, 0] = 1.0
+    assert head_agreement(star, heads)["tree_attachment"] == 0.0  # the star's tree: root 0, all on it
+
+
+def test_best_tree_is_the_heaviest_single_root_tree_by_brute_force():
+    import itertools
+
+    from cn3.analysis.trees import best_tree
+
+    rng = np.random.default_rng(0)
+    for n in range(1, 6):
+        A = rng.random((n, n))
+        trees = []
+        for heads in itertools.product(range(n), repeat=n):
+            roots = [i for i in range(n) if heads[i] == i]
+            walks = []
+            for i in range(n):
+                seen, j = set(), i
+                while heads[j] != j and j not in seen:
+                    seen.add(j)
+                    j = heads[j]
+                walks.append(heads[j] == j)
+            if len(roots) == 1 and all(walks):
+                trees.append((sum(A[i, heads[i]] for i in range(n)), [-1 if heads[i] == i else heads[i]
+                                                                      for i in range(n)]))
+        assert list(best_tree(A)) == max(trees)[1]
