@@ -56,8 +56,15 @@ from torch import Tensor, nn
 
 from cn3.layers.attention import gated_mix
 from cn3.layers.blockwise_energy import BLOCK_ELEMENTS, DENSE_ELEMENTS, additive_attention, default_block_rows
-from cn3.layers.edge_weights import (EDGE_WEIGHTS, ENERGY_FORMS, HUB_BOUND, GraphParts, graph_attention, hub_penalty,
-                                     parse_loss)
+from cn3.layers.edge_weights import (
+    EDGE_WEIGHTS,
+    ENERGY_FORMS,
+    HUB_BOUND,
+    GraphParts,
+    graph_attention,
+    hub_penalty,
+    parse_loss,
+)
 
 #: Values of ``impl``: ``auto`` picks by device (:func:`choose_impl`), the others force a path.
 IMPLS = ("auto", "blockwise", "dense", "fused")

@@ -11,7 +11,8 @@ import numpy as np
 
 from cn3.config import ConfigError
 
-#: encoders whose layers learn edge weights.
+#: ``model.edge_weights`` values whose rows hold exact zeros: views draw only the non-zero edges.
+SPARSE_WEIGHTS = ("sparsemax", "entmax15")
 
 
 @dataclass
@@ -31,9 +32,31 @@ class SideEdges:
     heads: list[int] | None = None
     deprels: list[str] | None = None
     tags: list[str] | None = None
+    edge_weights: str = "softmax"
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def best_tree(self, layer: int) -> list[int]:
+        """The best tree of ``layer``'s graph (:func:`cn3.analysis.trees.best_tree`: 0-based heads, -1 root)."""
+        from cn3.analysis.trees import best_tree
+
+        return [int(h) for h in best_tree(self.alphas[layer])]
+
+    def shown_arcs(self, layer: int, word: int | None = None) -> list[tuple[int, int]]:
+        """The arcs ``(i, k)`` (word ``i`` reads ``k``) a view draws for ``layer``: all of ``word``'s
+        non-zero ones when one word is in focus; else the best tree's (dependent, head) arcs for
+        ``edge_weights: tree``, every non-zero edge for the sparse normalisers (``sparsemax``,
+        ``entmax15``), and each word's strongest key for the softmax."""
+        alpha = self.alphas[layer]  # (n, n)
+        n = len(self)
+        if word is not None:
+            return [(word, k) for k in range(n) if alpha[word, k] > 0]
+        if self.edge_weights == "tree":
+            return [(i, h if h >= 0 else i) for i, h in enumerate(self.best_tree(layer))]
+        if self.edge_weights in SPARSE_WEIGHTS:
+            return [(i, k) for i in range(n) for k in range(n) if alpha[i, k] > 0]
+        return [(i, int(alpha[i].argmax())) for i in range(n)]
 
     def label(self, k: int) -> str:
         """Word ``k`` (0-based), with its 1-based position when the word occurs twice."""
@@ -107,6 +130,8 @@ def edge_view(loaded, texts: list[str], device, vectors=None) -> EdgeView:
     labels = loaded.vocabs["labels"].itos
     names = ("premise", "hypothesis") if level == "pair" else ("sentence",)
     sides = [side_edges(name, sent, info[key]) for name, sent, key in zip(names, sentences, "ab")]
+    for side in sides:
+        side.edge_weights = getattr(loaded.config.model, "edge_weights", "softmax")
     if level == "node":
         sides[0].tags = [labels[t] for t in preds[0]]
         prediction = " ".join(sides[0].tags)
@@ -179,9 +204,10 @@ def resolve_word(view: EdgeView, word: str) -> dict[int, int]:
 
 
 def top_neighbours(row: np.ndarray, k: int = 3) -> list[tuple[int, float]]:
-    """The ``k`` largest weights of one ``alpha`` row ``(n,)``, strongest first, as ``(word, weight)``."""
+    """The ``k`` largest weights of one ``alpha`` row ``(n,)``, strongest first, as ``(word, weight)``;
+    exact zeros (a sparse row's unread words) are left out, except when the row has no other."""
     order = np.argsort(-row, kind="stable")[:k]
-    return [(int(j), float(row[j])) for j in order]
+    return [(int(j), float(row[j])) for j in order if row[j] > 0 or j == order[0]]
 
 
 def edge_norm_max(view: EdgeView, layers: list[int]) -> float:
@@ -200,8 +226,21 @@ def hub_line(side: SideEdges, layer: int) -> str:
     alpha = side.alphas[layer]  # (n, n)
     word, share = hub(alpha)
     entropy = f"; row entropy {np.mean(row_entropy(alpha)):.2f} of its maximum, 1 = uniform" if len(side) > 1 else ""
-    return (f"hub share of this sentence: {share:.0%} of rows point at {side.label(word)!r} "
+    line = (f"hub share of this sentence: {share:.0%} of rows point at {side.label(word)!r} "
             f"(a star, not a tree, when near 100%{entropy})")
+    if side.edge_weights in SPARSE_WEIGHTS:
+        line += f"; {np.mean((alpha > 0).sum(1)):.1f} non-zero edges per word"
+    if side.edge_weights == "tree" and side.heads is not None and len(side) > 1:
+        tree = side.best_tree(layer)
+        same = np.mean([h == g for h, g in zip(tree, side.heads)])
+        line += f"; best tree: {same:.0%} of its heads are the parse's"
+    return line
+
+
+def learned_head_text(side: SideEdges, layer: int, i: int) -> str:
+    """Word ``i``'s head in the best tree of ``layer`` (``tree`` runs), as :func:`head_text` writes a head."""
+    h = side.best_tree(layer)[i]
+    return "root" if h < 0 else f"{h + 1} {side.tokens[h]}"
 
 
 def head_text(side: SideEdges, i: int) -> str:

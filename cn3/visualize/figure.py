@@ -119,7 +119,7 @@ def draw_arcs(ax, side: SideEdges, layer: int, norm, word: int | None, tree_sour
                 color="crimson" if bold else "black")
         if side.tags is not None:
             ax.text(i, -0.3, side.tags[i], ha="center", va="center", fontsize=7, color="dimgray", style="italic")
-    pairs = [(word, k) for k in range(n)] if word is not None else [(i, int(alpha[i].argmax())) for i in range(n)]
+    pairs = side.shown_arcs(layer, word)
     for i, k in sorted(pairs, key=lambda p: alpha[p]):  # strongest drawn last, on top
         colour = cmap(0.3 + 0.7 * norm(alpha[i, k]))
         width = 0.6 + 3.0 * norm(alpha[i, k])
@@ -132,8 +132,10 @@ def draw_arcs(ax, side: SideEdges, layer: int, norm, word: int | None, tree_sour
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(*_arc_ylim(side))
     ax.axis("off")
-    what = f"all alpha_ik of word {word + 1} '{side.tokens[word]}'" if word is not None else \
-        "each word i -> its strongest k"
+    what = f"all alpha_ik of word {word + 1} '{side.tokens[word]}'" if word is not None else {
+        "tree": "the best tree of the learned marginals (word i -> its head k; a ring: the root)",
+        "sparsemax": "every non-zero edge i -> k", "entmax15": "every non-zero edge i -> k",
+    }.get(side.edge_weights, "each word i -> its strongest k")
     tree = f"; below: dependency tree by {tree_source}" if tree_source else "; no dependency tree"
     # the hub line is the longest text of the panel: wrapped to the figure's width, or it is cut off
     # at both ends (9 pt characters are about 0.075 in wide)

@@ -238,3 +238,36 @@ def test_too_long_for_a_figure(runs, tmp_path):
 
 def test_unsupported_extension_fails_before_loading(tmp_path):
     assert_clean_error(invoke(tmp_path / "nope", SENTENCE, "--out", "x.txt"), "'.txt'")
+
+
+def _side(edge_weights: str):
+    import numpy as np
+
+    from cn3.visualize.edges import SideEdges
+
+    alpha = np.array([[0.1, 0.9, 0.0, 0.0], [0.0, 0.7, 0.3, 0.0], [0.0, 0.6, 0.4, 0.0], [0.0, 0.0, 0.8, 0.2]])
+    return SideEdges("sentence", ["a", "b", "c", "d"], [alpha], [np.full(4, 0.5)], heads=[1, -1, 1, 2],
+                     deprels=["det", "root", "obj", "amod"], edge_weights=edge_weights)
+
+
+def test_views_draw_the_best_tree_for_tree_runs_and_only_non_zero_edges_for_sparse_ones():
+    from rich.console import Console
+
+    from cn3.visualize.edges import EdgeView, hub_line
+    from cn3.visualize.figure import render_figure
+    from cn3.visualize.terminal import render_terminal
+
+    tree, sparse, soft = _side("tree"), _side("entmax15"), _side("softmax")
+    assert tree.best_tree(0) == [1, -1, 1, 2]  # the parse itself
+    assert tree.shown_arcs(0) == [(0, 1), (1, 1), (2, 1), (3, 2)]  # dependent -> head, the root on itself
+    assert sparse.shown_arcs(0) == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 1), (2, 2), (3, 2), (3, 3)]
+    assert soft.shown_arcs(0) == [(0, 1), (1, 1), (2, 1), (3, 2)]
+    assert sparse.shown_arcs(0, word=3) == [(3, 2), (3, 3)]
+    assert "best tree: 100% of its heads are the parse's" in hub_line(tree, 0)
+    assert "2.0 non-zero edges per word" in hub_line(sparse, 0)
+    console = Console(record=True, width=160)
+    render_terminal(console, EdgeView("trec", "cn3", "graph", "HUM", "gold", [tree]), [0])
+    text = console.export_text()
+    assert "learned head (best tree)" in text and "root" in text
+    fig = render_figure(EdgeView("trec", "cn3", "graph", "HUM", "gold", [tree]), [0])
+    assert "best tree of the learned marginals" in fig.axes[0].get_title()
