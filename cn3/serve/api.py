@@ -146,7 +146,7 @@ class ServeApp:
         runs = [self.run(i) for i in ids]
         text, pretokenized = request_text(request)
         views = [{"run": run.id, **self.view_of(run, text, pretokenized)} for run in runs]
-        difference, reason = graph_difference(*views)
+        difference, reason = graph_difference(*views, names=[run.path.name for run in runs])
         return {"views": views, "difference": difference, "difference_reason": reason}
 
     def items(self, query: dict) -> dict:
@@ -256,10 +256,11 @@ def request_text(request: dict) -> tuple[object, bool]:
     return request["text"], pretokenized
 
 
-def graph_difference(a: dict, b: dict) -> tuple[list | None, str | None]:
+def graph_difference(a: dict, b: dict, names: list[str] | None = None) -> tuple[list | None, str | None]:
     """``b - a`` of the head-averaged matrices per side, for the layers both runs have, and a note
     (``None`` when the runs have the same depth); ``(None, why not)`` when the sides' tokens differ, a
-    run has no graph or a run's rows are not words."""
+    run has no graph or a run's rows are not words. ``names``: the runs' names for the note (default
+    their ids)."""
     from cn3.serve.views import rounded
 
     if not a["sides"][0]["layers"] or not b["sides"][0]["layers"]:
@@ -269,8 +270,9 @@ def graph_difference(a: dict, b: dict) -> tuple[list | None, str | None]:
     if any(s["rows"] != "words" for s in (*a["sides"], *b["sides"])):
         return None, "a run's rows are not words (SelfAtt1's annotation hops)"
     depths = [len(v["sides"][0]["layers"]) for v in (a, b)]
+    names = names or [a["run"], b["run"]]
     note = None if depths[0] == depths[1] else (
-        f"{a['run']} has {depths[0]} layer(s) and {b['run']} {depths[1]}: the difference covers layers 1-"
+        f"{names[0]} has {depths[0]} layer(s) and {names[1]} {depths[1]}: the difference covers layer(s) 1-"
         f"{min(depths)}, which both have")
     difference = []
     for sa, sb in zip(a["sides"], b["sides"]):

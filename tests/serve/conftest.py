@@ -5,8 +5,9 @@ Shared with the browser tests: ``serve_runs`` (name -> run directory), ``serve_a
 port of 127.0.0.1 in a thread, stopped after the session).
 
 The runs: ``trec`` (CN3, 2 graph layers, 2 energy heads), ``trec_transformer`` (self-attention, 2
-heads), ``sick`` (CN3, a pair task), ``conll2003`` (CN3 tagging, CRF) and ``multi30k`` (the hybrid
-translation encoder on a few hundred Multi30k pairs). Each trains for a few seconds on one thread.
+heads), ``sick`` (CN3, a pair task), ``conll2003`` (CN3 tagging, CRF), ``multi30k`` (the hybrid
+translation encoder on a few hundred Multi30k pairs) and ``trec_lstm`` (a BiLSTM: no graph). Each
+trains for a few seconds on one thread.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def serve_runs(tmp_path_factory, data_root, staged) -> dict[str, Path]:
             "sick": _sentence_run(prepared["sick"], "sick", base / "sick-cn3"),
             "conll2003": _sentence_run(prepared["conll2003"], "conll2003", base / "conll2003-cn3"),
             "multi30k": _translation_run(staged, base),
+            "trec_lstm": _sentence_run(prepared["trec"], "trec", base / "trec-lstm", "model.encoder=lstm"),
         }
     finally:
         torch.set_num_threads(threads)
@@ -83,7 +85,7 @@ def serve_runs(tmp_path_factory, data_root, staged) -> dict[str, Path]:
 
 
 #: the order of the served runs: ids r0, r1, ... (``serve_ids`` maps the names to them)
-SERVED = ("trec", "trec_transformer", "sick", "conll2003", "multi30k")
+SERVED = ("trec", "trec_transformer", "sick", "conll2003", "multi30k", "trec_lstm")
 
 
 @pytest.fixture(scope="session")

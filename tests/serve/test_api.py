@@ -73,13 +73,14 @@ def test_runs_lists_every_run_in_argument_order(serve_app, serve_runs, serve_ids
     status, answer = serve_app.handle("GET", "/api/runs", {})
     assert status == 200 and answer["max_words"] == 120 and answer["grid"] is None
     runs = {r["id"]: r for r in answer["runs"]}
-    assert [r["id"] for r in answer["runs"]] == ["r0", "r1", "r2", "r3", "r4"]
+    assert [r["id"] for r in answer["runs"]] == ["r0", "r1", "r2", "r3", "r4", "r5"]
     expected = {  # name: (kind, level, encoder, graph, layers, heads)
         "trec": ("sentence", "sentence", "cn3", "cn3", 2, 2),
         "trec_transformer": ("sentence", "sentence", "transformer", "attention", 2, 2),
         "sick": ("sentence", "pair", "cn3", "cn3", 1, 1),
         "conll2003": ("sentence", "tagging", "cn3", "cn3", 1, 1),
         "multi30k": ("translation", None, "hybrid", "attention", 2, 2),
+        "trec_lstm": ("sentence", "sentence", "lstm", None, 0, 1),
     }
     for name, (kind, level, encoder, graph, layers, heads) in expected.items():
         r = runs[serve_ids[name]]
@@ -323,7 +324,7 @@ def test_compare_two_runs(serve_app, serve_ids):
     depths = [len(v["sides"][0]["layers"]) for v in answer["views"]]
     assert status == 200 and depths[0] != depths[1], depths  # runs of different depths: the layers both have
     assert [d["layer"] for d in answer["difference"]] == list(range(min(depths)))
-    assert f"{a} has {depths[0]} layer(s)" in answer["difference_reason"]
+    assert f"{serve_app.runs[a].path.name} has {depths[0]} layer(s)" in answer["difference_reason"]
     for d, la, lb in zip(answer["difference"], *(v["sides"][0]["layers"] for v in answer["views"])):
         expected = np.asarray(lb["heads"]).mean(0) - np.asarray(la["heads"]).mean(0)
         np.testing.assert_allclose(d["matrix"], expected, atol=1e-4)

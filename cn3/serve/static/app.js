@@ -3,12 +3,10 @@
 "use strict";
 (function () {
   const SVGNS = "http://www.w3.org/2000/svg";
-  const ARC_CAP = 110;   // px: the highest arc over the words, however far apart they are
-  const DEP_CAP = 70;    // px: the deepest parse arc under the words
   const PALETTE = ["#2b5797", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#e67700", "#0b7285", "#495057"];
   const state = {
     runs: [], maxWords: 0, grid: null, views: [], difference: null, differenceReason: null,
-    layer: 0, head: -1, decoderLayer: 0, topk: 1, threshold: 0, urls: [], renders: 0,
+    layer: 0, head: -1, decoderLayer: 0, topk: 1, threshold: 0, urls: [], renders: 0, avail: 0, itemText: null,
   };
   const $ = (id) => document.getElementById(id);
 
@@ -86,24 +84,44 @@
     return `rgb(${mix(255, 47)},${mix(255, 158)},${mix(255, 68)})`;
   }
 
-  // ---- the learned graph: arcs over the words, parse and gate under them ----
-  function layoutWords(tokens) {
-    const widths = tokens.map((t) => Math.max(26, Math.min(180, textWidth(t, 13) + 14)));
-    const centres = [];
-    let x = 12;
-    for (const w of widths) { centres.push(x + w / 2); x += w; }
-    return { centres, widths, total: x + 12 };
+  // ---- the learned graph: arcs over the words, POS and gate under them, trees below (displaCy's layout) ----
+  // Columns: natural word widths when the sentence fits the view; narrower columns with slanted words
+  // when it does not; scaled to the view's width past that (never a sideways scroll up to ~70 words).
+  const MIN_PITCH = 16;       // px: the narrowest column of a slanted word
+  const SLANT = 50;           // degrees: slanted words run down to the right
+  const clip = (t, n) => (t.length > n ? `${t.slice(0, n - 1)}…` : t);
+  function layoutWords(tokens, pos, avail) {
+    const natural = tokens.map((t, i) => Math.max(26, Math.min(180, Math.max(textWidth(t, 13),
+      pos ? textWidth(pos[i] || "", 9) : 0) + 14)));
+    const room = Math.max(300, avail || 0);
+    const sum = natural.reduce((a, b) => a + b, 0);
+    if (!avail || sum + 24 <= room) {
+      const centres = [];
+      let x = 12;
+      for (const w of natural) { centres.push(x + w / 2); x += w; }
+      return { centres, widths: natural, total: x + 12, slanted: false, band: pos ? 30 : 18 };
+    }
+    const longest = Math.max(...tokens.map((t, i) => textWidth(clip(t, 16), 12) +
+      (pos ? textWidth(` ${pos[i] || ""}`, 9) : 0)));
+    const cos = Math.cos(SLANT * Math.PI / 180), sin = Math.sin(SLANT * Math.PI / 180);
+    const right = longest * cos + 8;
+    const pitch = Math.max(MIN_PITCH, Math.min(60, (room - 24 - right) / tokens.length));
+    const centres = tokens.map((_, i) => 12 + pitch * (i + 0.5));
+    return { centres, widths: tokens.map(() => pitch), total: 12 + pitch * tokens.length + right,
+      slanted: true, band: longest * sin + 16 };
   }
 
   function headMatrix(layer, head) {
     const heads = layer.heads || [];
     if (heads.length === 0) return [];
     if (head >= 0 && head < heads.length) return heads[head];
-    const n = heads[0].length;
     return heads[0].map((row, i) => row.map((_, k) => heads.reduce((s, h) => s + h[i][k], 0) / heads.length));
   }
+  // a head's own statistics and tree marks, or the mean's ("all heads")
+  const headStats = (layer, head) => (head >= 0 && (layer.per_head || [])[head]) || layer;
 
-  // (i, k, w) for each row's top-k keys at or above the threshold, weakest first (strongest on top)
+  // (i, k, w) for each row's top-k keys at or above the threshold, weakest first (strongest on top);
+  // exact zeros (sparse weights: sparsemax, entmax, a tree) are never drawn
   function chooseArcs(matrix, topk, threshold) {
     const arcs = [];
     matrix.forEach((row, i) => {
@@ -113,11 +131,23 @@
     return arcs.sort((a, b) => a[2] - b[2]);
   }
 
-  // heights grow with the square root of the distance: near arcs stay apart, far ones stop at the cap
-  const arcHeight = (dx) => Math.min(ARC_CAP, 6 + 5.5 * Math.sqrt(Math.abs(dx)));
-  const depDepth = (dx) => Math.min(DEP_CAP, 4 + 3.6 * Math.sqrt(Math.abs(dx)));
-  let svgCount = 0;  // unique marker ids, so one SVG copied out alone keeps its arrowheads
+  // displaCy's stacking: spans from the shortest up, each one level above every placed span whose extent
+  // (its words, and its label's box) it overlaps; so nested arcs sit inside, and no two labels at a level meet
+  function stackLevels(spans) {
+    const order = spans.map((s, j) => j).sort((a, b) => (spans[a].hi - spans[a].lo) - (spans[b].hi - spans[b].lo));
+    const levels = new Array(spans.length).fill(1);
+    const placed = [];
+    for (const j of order) {
+      const s = spans[j];
+      let level = 1;
+      for (const p of placed) if (s.lo < p.hi - 0.5 && p.lo < s.hi - 0.5) level = Math.max(level, levels[p.j] + 1);
+      levels[j] = level;
+      placed.push({ lo: s.lo, hi: s.hi, j });
+    }
+    return levels;
+  }
 
+  let svgCount = 0;  // unique marker ids, so one SVG copied out alone keeps its arrowheads
   function arrowDefs(svg) {
     const id = `cn3-arrow-${++svgCount}`;
     svg.appendChild(sv("defs", {}, sv("marker", { id, viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 7,
@@ -126,94 +156,127 @@
     return `url(#${id})`;
   }
 
-  // a label under the parse at (x, y), moved down a row (at most twice) to stay clear of earlier ones
-  function placeLabel(placed, x, y, text) {
-    const half = textWidth(text, 9) / 2 + 2;
-    for (let row = 0; row < 3; row++) {
-      const yy = y + row * 10;
-      if (!placed.some(([a, b, c]) => c === yy && x - half < b && x + half > a)) {
-        placed.push([x - half, x + half, yy]);
-        return yy;
+  // a squared arc from x1 to x2 at height h over (dir -1) or under (dir +1) the line y, corners rounded
+  function arcPath(x1, x2, y, h, dir) {
+    const r = Math.min(5, Math.abs(x2 - x1) / 2, h), s = Math.sign(x2 - x1) || 1, top = y + dir * h;
+    return `M${fmt(x1, 1)} ${fmt(y, 1)} L${fmt(x1, 1)} ${fmt(top - dir * r, 1)} Q${fmt(x1, 1)} ${fmt(top, 1)} ` +
+      `${fmt(x1 + s * r, 1)} ${fmt(top, 1)} L${fmt(x2 - s * r, 1)} ${fmt(top, 1)} Q${fmt(x2, 1)} ${fmt(top, 1)} ` +
+      `${fmt(x2, 1)} ${fmt(top - dir * r, 1)} L${fmt(x2, 1)} ${fmt(y, 1)}`;
+  }
+  // where an arc leaves word i for word k: off the word's centre, towards the other end
+  const foot = (centres, pitch, i, k) => centres[i] + Math.sign(k - i) * Math.min(4, pitch / 5);
+
+  // a tree (a parse, or a layer's best tree): ``heads[i]`` the head of word i (-1 the root), arcs under the
+  // line y from head to dependent, stacked by nesting, each relation label on its arc's floor
+  function treeLayout(heads, relations, centres, pitch) {
+    const spans = heads.map((h, i) => {
+      const label = relations ? relations[i] || (h < 0 ? "root" : "") : "";
+      const half = label ? textWidth(label, 9) / 2 + 3 : 0;
+      const a = h < 0 ? centres[i] : foot(centres, pitch, h, i), b = h < 0 ? centres[i] : foot(centres, pitch, i, h);
+      const mid = (a + b) / 2;
+      return { h, i, a, b, label, mid, lo: Math.min(a, b, mid - half), hi: Math.max(a, b, mid + half) };
+    });
+    const levels = stackLevels(spans);
+    return { spans, levels, deepest: Math.max(0, ...levels) };
+  }
+  const TREE_STEP = 14;  // px between the floors of two tree levels: a label's height and a gap
+  function drawTree(svg, tree, y, cls, tokens, marked) {
+    tree.spans.forEach((s, j) => {
+      const depth = tree.levels[j] * TREE_STEP;
+      const what = s.h < 0 ? `${tokens[s.i]} is the root` : `${tokens[s.h]} → ${tokens[s.i]}${s.label ? ` (${s.label})` : ""}`;
+      if (s.h < 0) {
+        svg.appendChild(sv("line", { class: cls, x1: fmt(s.a, 1), y1: y, x2: fmt(s.a, 1), y2: fmt(y + depth, 1) },
+          sv("title", { text: what })));
+      } else {
+        svg.appendChild(sv("path", { class: `${cls}${marked && marked.has(s.i) ? " marked" : ""}`, "data-dep": s.i,
+          "data-head": s.h, d: arcPath(s.a, s.b, y, depth, 1) }, sv("title", { text: what })));
+        svg.appendChild(sv("circle", { cx: fmt(s.b, 1), cy: y + 1.5, r: 1.8, class: `${cls}-foot` }));
       }
-    }
-    return null;
+      if (s.label) {
+        const w = textWidth(s.label, 9) + 4;
+        svg.appendChild(sv("rect", { class: "rel-box", x: fmt(s.mid - w / 2, 1), y: fmt(y + depth - 5.5, 1),
+          width: fmt(w, 1), height: 11 }));
+        svg.appendChild(sv("text", { class: "rel", x: fmt(s.mid, 1), y: fmt(y + depth + 3, 1) }, s.label));
+      }
+    });
   }
 
-  function arcsSvg(side, layer, matrix) {
-    const tokens = side.tokens;
-    const { centres, widths, total } = layoutWords(tokens);
+  function arcsSvg(side, layer, matrix, stats) {
+    const tokens = side.tokens, pos = side.pos || null;
+    const L = layoutWords(tokens, pos, state.avail);
+    const { centres, widths } = L;
+    const pitch = L.slanted ? widths[0] : 26;
     const arcs = chooseArcs(matrix, state.topk, state.threshold);
-    const top = Math.max(26, ...arcs.filter(([i, k]) => i !== k)
-      .map(([i, k]) => arcHeight(centres[i] - centres[k]))) + 10;
-    const wordY = top + 14;
-    const gateY = wordY + 7;
+    const spans = arcs.map(([i, k]) => ({ lo: Math.min(foot(centres, pitch, i, k), foot(centres, pitch, k, i)),
+      hi: Math.max(foot(centres, pitch, i, k), foot(centres, pitch, k, i)) }));
+    const levels = stackLevels(spans.map((s, j) => (arcs[j][0] === arcs[j][1] ? { lo: 0, hi: 0 } : s)));
+    const top = Math.max(1, ...levels.filter((_, j) => arcs[j][0] !== arcs[j][1]));
+    const step = Math.max(4, Math.min(14, 220 / top));
+    const base = 14 + top * step + 4;
+    const wordY = base + 16;
+    const gateY = wordY + L.band - 8;
     const parse = side.parse;
-    const depTop = gateY + (layer.gate ? 20 : 4);
-    const deepest = parse ? Math.max(18, ...parse.heads.map((h, i) => (h < 0 ? 18 : depDepth(centres[h] - centres[i])))) : 0;
-    const height = depTop + (parse ? deepest + 36 : 0) + 4;
-    const svg = sv("svg", { xmlns: SVGNS, width: Math.ceil(total), height: Math.ceil(height),
-      viewBox: `0 0 ${Math.ceil(total)} ${Math.ceil(height)}`, class: "arcs", role: "img" });
-    svg.appendChild(sv("rect", { x: 0, y: 0, width: Math.ceil(total), height: Math.ceil(height), fill: "#fff" }));
-    const marks = new Map((layer.tree_marks || []).map(([i, k, kind]) => [`${i},${k}`, kind]));
-    const base = top + 2;
+    const treeY = gateY + (layer.gate ? 20 : 6);
+    const marks = new Map((stats.tree_marks || []).map(([i, k, kind]) => [`${i},${k}`, kind]));
+    const parseTree = parse ? treeLayout(parse.heads, parse.relations, centres, pitch) : null;
+    const best = Array.isArray(layer.best_tree) && layer.best_tree.length === tokens.length
+      ? treeLayout(layer.best_tree, null, centres, pitch) : null;
+    const parseH = parseTree ? (parseTree.deepest + 1) * TREE_STEP : 0;
+    const bestY = treeY + parseH + (best ? 14 : 0);
+    const height = Math.ceil(bestY + (best ? (best.deepest + 1) * TREE_STEP : 0) + 6);
+    const total = Math.ceil(L.total);
+    const scale = state.avail && total > state.avail ? state.avail / total : 1;
+    const svg = sv("svg", { xmlns: SVGNS, width: Math.floor(total * scale), height: Math.ceil(height * scale),
+      viewBox: `0 0 ${total} ${height}`, class: "arcs", role: "img", "data-scale": fmt(scale, 3) });
+    svg.appendChild(sv("rect", { x: 0, y: 0, width: total, height, fill: "#fff" }));
     const arrow = arrowDefs(svg);
-    for (const [i, k, w] of arcs) {
+    arcs.forEach(([i, k, w], j) => {
       const s = Math.sqrt(Math.max(0, Math.min(1, w)));  // absolute: a near-uniform row stays faint
       const kind = marks.get(`${i},${k}`);
       const title = sv("title", { text: `${tokens[i]} reads ${tokens[k]}: ${fmt(w, 3)}${kind ? ` (${kind} in the parse)` : ""}` });
-      const common = { "data-i": i, "data-k": k, "stroke-width": fmt(0.6 + 3.4 * s, 2),
+      const common = { "data-i": i, "data-k": k, "stroke-width": fmt(0.6 + 2.6 * s, 2),
         "stroke-opacity": fmt(0.25 + 0.75 * s, 2) };
       if (i === k) {
         svg.appendChild(sv("circle", { ...common, class: `ring${kind ? ` tree-${kind}` : ""}`,
-          cx: fmt(centres[i], 1), cy: base - 8, r: fmt(3 + 4 * s, 1) }, title));
-        continue;
-      }
-      const c = arcHeight(centres[i] - centres[k]) / 0.75;  // a cubic's peak is 3/4 of its control height
-      svg.appendChild(sv("path", { ...common, class: `arc${kind ? ` tree-${kind}` : ""}`, "marker-end": arrow,
-        d: `M${fmt(centres[i], 1)} ${base} C${fmt(centres[i], 1)} ${fmt(base - c, 1)} ` +
-           `${fmt(centres[k], 1)} ${fmt(base - c, 1)} ${fmt(centres[k], 1)} ${base}` }, title));
-    }
-    tokens.forEach((token, i) => {
-      svg.appendChild(sv("text", { class: "word", x: fmt(centres[i], 1), y: wordY, "data-i": i },
-        token.length > 24 ? `${token.slice(0, 23)}…` : token, sv("title", { text: `${i + 1}: ${token}` })));
-      if (layer.gate) {
-        const g = layer.gate[i];
-        svg.appendChild(sv("rect", { class: "gate-cell", x: fmt(centres[i] - widths[i] / 2 + 2, 1), y: gateY,
-          width: fmt(widths[i] - 4, 1), height: 13, fill: gateColour(g) },
-        sv("title", { text: `update gate of ${token}: ${fmt(g, 3)}` })));
-        svg.appendChild(sv("text", { class: "gate-text", x: fmt(centres[i], 1), y: gateY + 10 }, fmt(g, 2)));
-      }
-    });
-    if (parse) drawParse(svg, side, centres, depTop, marks);
-    return svg;
-  }
-
-  // parse arcs head -> dependent below the words; marked where a learned strongest key is that head or dependent
-  function drawParse(svg, side, centres, y, marks) {
-    const marked = new Set();
-    for (const [key, kind] of marks) {
-      const [i, k] = key.split(",").map(Number);
-      marked.add(kind === "head" ? i : k);  // the dependent of the parse arc the learned arc matches
-    }
-    const placed = [];
-    side.parse.heads.forEach((h, i) => {
-      const relation = (side.parse.relations || [])[i] || "";
-      if (h < 0) {
-        svg.appendChild(sv("line", { class: "dep", x1: fmt(centres[i], 1), y1: y, x2: fmt(centres[i], 1), y2: y + 14 }));
-        const at = placeLabel(placed, centres[i], y + 24, relation || "root");
-        if (at !== null) svg.appendChild(sv("text", { class: "rel", x: fmt(centres[i], 1), y: at }, relation || "root"));
+          cx: fmt(centres[i], 1), cy: base - 5, r: fmt(2 + 3 * s, 1) }, title));
         return;
       }
-      const depth = depDepth(centres[h] - centres[i]);
-      const c = depth / 0.75;
-      svg.appendChild(sv("path", { class: `dep${marked.has(i) ? " marked" : ""}`, "data-dep": i, "data-head": h,
-        d: `M${fmt(centres[h], 1)} ${y} C${fmt(centres[h], 1)} ${fmt(y + c, 1)} ${fmt(centres[i], 1)} ${fmt(y + c, 1)} ` +
-           `${fmt(centres[i], 1)} ${y}` }, sv("title", { text: `${side.tokens[h]} → ${side.tokens[i]} (${relation})` })));
-      svg.appendChild(sv("circle", { cx: fmt(centres[i], 1), cy: y + 1.5, r: 1.8, fill: "#888" }));
-      const x = (centres[h] + centres[i]) / 2;
-      const at = placeLabel(placed, x, Math.round(y + depth + 10), relation);
-      if (at !== null) svg.appendChild(sv("text", { class: "rel", x: fmt(x, 1), y: at }, relation));
+      svg.appendChild(sv("path", { ...common, class: `arc${kind ? ` tree-${kind}` : ""}`, "marker-end": arrow,
+        d: arcPath(foot(centres, pitch, i, k), foot(centres, pitch, k, i), base, levels[j] * step, -1) }, title));
     });
+    tokens.forEach((token, i) => {
+      const tag = pos ? pos[i] || "" : "";
+      if (L.slanted) {
+        const x = centres[i] - 3, y = wordY - 8;
+        svg.appendChild(sv("text", { class: "word slanted", x: fmt(x, 1), y: fmt(y, 1), "data-i": i,
+          transform: `rotate(${SLANT} ${fmt(x, 1)} ${fmt(y, 1)})` }, clip(token, 16),
+        tag ? sv("tspan", { class: "pos" }, ` ${tag}`) : null, sv("title", { text: `${i + 1}: ${token}${tag ? ` (${tag})` : ""}` })));
+      } else {
+        svg.appendChild(sv("text", { class: "word", x: fmt(centres[i], 1), y: wordY, "data-i": i },
+          clip(token, 24), sv("title", { text: `${i + 1}: ${token}${tag ? ` (${tag})` : ""}` })));
+        if (tag) svg.appendChild(sv("text", { class: "pos", x: fmt(centres[i], 1), y: wordY + 12 }, tag));
+      }
+      if (layer.gate) {
+        const g = layer.gate[i];
+        svg.appendChild(sv("rect", { class: "gate-cell", x: fmt(centres[i] - widths[i] / 2 + 1, 1), y: gateY,
+          width: fmt(widths[i] - 2, 1), height: 13, fill: gateColour(g) },
+        sv("title", { text: `update gate of ${token}: ${fmt(g, 3)}` })));
+        if (!L.slanted) svg.appendChild(sv("text", { class: "gate-text", x: fmt(centres[i], 1), y: gateY + 10 }, fmt(g, 2)));
+      }
+    });
+    if (parseTree) {
+      const marked = new Set();
+      for (const [key, kind] of marks) {
+        const [i, k] = key.split(",").map(Number);
+        marked.add(kind === "head" ? i : k);  // the dependent of the parse arc the learned arc matches
+      }
+      drawTree(svg, parseTree, treeY, "dep", tokens, marked);
+    }
+    if (best) {
+      svg.appendChild(sv("text", { class: "band-label", x: 4, y: bestY - 3 }, "best tree of this layer"));
+      drawTree(svg, best, bestY, "best", tokens, null);
+    }
+    return svg;
   }
 
   // ---- heatmaps: a layer's matrix, a difference, a translation's source attention ----
@@ -228,7 +291,9 @@
     const head = 8 + longest * (angle === -90 ? 1 : 0.82);
     const right = angle === -90 ? 6 : 0.6 * longest;  // slanted labels lean right
     const width = Math.ceil(left + m * cell + right), height = Math.ceil(head + n * cell + 6);
-    const svg = sv("svg", { xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`, class: "heatmap" });
+    const fit = state.avail && width > state.avail ? state.avail / width : 1;  // no sideways scroll
+    const svg = sv("svg", { xmlns: SVGNS, width: Math.floor(width * fit), height: Math.ceil(height * fit),
+      viewBox: `0 0 ${width} ${height}`, class: "heatmap", "data-scale": fmt(fit, 3) });
     svg.appendChild(sv("rect", { x: 0, y: 0, width, height, fill: "#fff" }));
     // weights on an absolute square-root scale (a uniform row is pale however long the sentence);
     // differences scaled to the largest, but never below 0.05 (noise stays pale)
@@ -324,23 +389,80 @@
   }
 
   // ---- one run's view ----
-  function sideBlock(side) {
+  // BertViz's model view: every layer x head (and the heads' mean) as a small heatmap; a click opens it
+  function modelView(side) {
+    const layers = side.layers;
+    const heads = Math.max(...layers.map((l) => (l.heads || []).length));
+    const n = side.tokens.length;
+    const size = Math.max(40, Math.min(90, Math.floor(560 / (heads + (heads > 1 ? 1 : 0)))));
+    const grid = el("div", { class: "model-grid", style: `grid-template-columns: 3.5em repeat(${heads + (heads > 1 ? 1 : 0)}, ${size + 6}px)` });
+    grid.appendChild(el("span"));
+    for (let h = 0; h < heads; h++) grid.appendChild(el("span", { class: "model-head", text: heads > 1 ? `head ${h + 1}` : "" }));
+    if (heads > 1) grid.appendChild(el("span", { class: "model-head", text: "all heads" }));
+    layers.forEach((layer, l) => {
+      grid.appendChild(el("span", { class: "model-layer", text: `layer ${layer.layer + 1}` }));
+      const choices = [...(layer.heads || []).keys()];
+      if (heads > 1) choices.push(-1);
+      for (const h of choices) {
+        const canvas = el("canvas", { width: n, height: n, class: "thumb", style: `width:${size}px;height:${size}px` });
+        const context = canvas.getContext("2d");
+        const image = context.createImageData(n, n);
+        const matrix = headMatrix(layer, h);
+        matrix.forEach((row, i) => row.forEach((v, k) => {
+          const t = Math.sqrt(Math.max(0, Math.min(1, v)));
+          const at = 4 * (i * n + k);
+          image.data[at] = 255 + (43 - 255) * t;
+          image.data[at + 1] = 255 + (87 - 255) * t;
+          image.data[at + 2] = 255 + (151 - 255) * t;
+          image.data[at + 3] = 255;
+        }));
+        context.putImageData(image, 0, 0);
+        const stats = headStats(layer, h);
+        const current = l === Math.min(state.layer, layers.length - 1) && h === state.head;
+        const cell = el("button", { type: "button", class: `thumb-cell${current ? " current" : ""}`, "data-layer": l,
+          "data-head": h, title: `layer ${layer.layer + 1}, ${h < 0 ? "all heads (mean)" : `head ${h + 1}`}: hub share ` +
+            `${fmt(stats.hub_share)}, row entropy ${fmt(stats.row_entropy)}; click to open` }, canvas);
+        cell.addEventListener("click", guarded(() => {
+          state.layer = l;
+          state.head = h;
+          setupControls();
+          render();
+          const arcs = document.querySelector("#views svg.arcs");
+          if (arcs && arcs.scrollIntoView) arcs.scrollIntoView({ block: "nearest" });
+        }));
+        grid.appendChild(cell);
+      }
+      for (let h = choices.length - (heads > 1 ? 1 : 0); h < heads; h++) grid.appendChild(el("span"));
+    });
+    return el("details", { class: "model-view", open: "open" },
+      el("summary", { text: `model view: every layer × head (${layers.length} × ${heads}); click one to open it` }), grid);
+  }
+
+  function sideBlock(side, view) {
     const block = el("div", { class: "side" });
     block.appendChild(el("h3", {}, `${side.name}: `, el("bdi", { text: side.tokens.join(" ") })));
     if (!side.layers || side.layers.length === 0) {
       block.appendChild(el("p", { class: "note", text: "This encoder has no word-to-word graph to show." }));
       return block;
     }
-    const index = Math.min(state.layer, side.layers.length - 1);
-    const layer = side.layers[index];
+    if (state.layer >= side.layers.length) {
+      const run = runById(view.run);
+      block.appendChild(el("p", { class: "note depth-note", text: `${run ? run.name : view.run} has ` +
+        `${side.layers.length} layer(s): layer ${state.layer + 1} is not in it.` }));
+      return block;
+    }
+    const layer = side.layers[state.layer];
     const heads = (layer.heads || []).length;
-    const headName = heads <= 1 ? "" : state.head >= 0 && state.head < heads ? `, head ${state.head + 1}` : ", mean of heads";
-    block.appendChild(el("div", { class: "metrics" },
-      `layer ${layer.layer + 1}${headName} · hub share ${fmt(layer.hub_share)} · row entropy ${fmt(layer.row_entropy)}` +
+    const head = state.head < heads ? state.head : -1;
+    const stats = headStats(layer, head);
+    const headName = heads <= 1 ? "" : head >= 0 ? `, head ${head + 1}` : ", all heads (mean)";
+    block.appendChild(el("div", { class: "metrics", "data-layer": state.layer, "data-head": head },
+      `layer ${layer.layer + 1}${headName} · hub share ${fmt(stats.hub_share)} · row entropy ${fmt(stats.row_entropy)}` +
       (layer.gate ? "" : " · no update gate")));
-    const matrix = headMatrix(layer, state.head);
-    block.appendChild(el("div", { class: "scroll" }, arcsSvg(side, layer, matrix)));
+    const matrix = headMatrix(layer, head);
+    block.appendChild(el("div", { class: "scroll" }, arcsSvg(side, layer, matrix, stats)));
     block.appendChild(el("div", { class: "scroll" }, heatmapSvg(side.tokens, side.tokens, matrix)));
+    if (side.layers.length * heads > 1 && side.rows === "words") block.appendChild(modelView(side));
     wireHover(block);
     return block;
   }
@@ -367,7 +489,8 @@
     const run = runById(view.run);
     const title = run ? `${run.name} (${run.encoder}, ${run.task})` : view.run;
     return el("div", { class: "view", "data-run": view.run }, el("h2", {}, el("bdi", { text: title })),
-      predictionBlock(view), (view.sides || []).map(sideBlock), view.translation ? translationBlock(view.translation) : null);
+      predictionBlock(view), (view.sides || []).map((side) => sideBlock(side, view)),
+      view.translation ? translationBlock(view.translation) : null);
   }
 
   function differenceBlock() {
@@ -376,9 +499,12 @@
     const [a, b] = state.views.map((v) => (runById(v.run) || { name: v.run }).name);
     box.appendChild(el("h2", {}, "difference (", el("bdi", { text: b }), " − ", el("bdi", { text: a }), "), head-averaged"));
     const entries = (state.difference || []).filter((d) => d.layer === state.layer);
+    if (state.differenceReason) box.appendChild(el("p", { class: "note difference-note", text: state.differenceReason }));
     if (!entries.length) {
-      box.appendChild(el("p", { class: "note", text: state.differenceReason ||
-        `No difference for layer ${state.layer + 1}: one of the runs has fewer layers.` }));
+      if (state.difference) {
+        box.appendChild(el("p", { class: "note difference-note", text:
+          `No difference for layer ${state.layer + 1}: one of the runs has fewer layers.` }));
+      }
       return;
     }
     for (const d of entries) {
@@ -390,6 +516,9 @@
 
   function render() {
     const views = clear($("views"));
+    // the width a view's graph may take: the page's, or half of it side by side (less the boxes' padding)
+    state.avail = Math.max(300, Math.floor((views.clientWidth || document.documentElement.clientWidth) /
+      Math.max(1, state.views.length)) - 40);
     views.classList.toggle("compare", state.views.length > 1);
     for (const view of state.views) views.appendChild(viewBlock(view));
     differenceBlock();
@@ -407,7 +536,7 @@
     for (let l = 0; l < layers; l++) layer.appendChild(el("option", { value: l, text: `layer ${l + 1}` }));
     layer.value = String(state.layer);
     const head = clear($("head"));
-    head.appendChild(el("option", { value: -1, text: heads > 1 ? "mean of heads" : "(one head)" }));
+    head.appendChild(el("option", { value: -1, text: heads > 1 ? "all heads (mean)" : "(one head)" }));
     for (let h = 0; heads > 1 && h < heads; h++) head.appendChild(el("option", { value: h, text: `head ${h + 1}` }));
     head.value = String(state.head);
     head.disabled = heads <= 1;
@@ -427,7 +556,8 @@
     const text = queryText(run);
     if ([].concat(text).some((t) => !t.trim())) throw new Error("Type a sentence first.");
     const other = $("other").value;
-    const pretokenized = $("pretokenized").checked;
+    // an item's text is sent as its tokens while it stays untouched; the box is not ticked for what comes next
+    const pretokenized = $("pretokenized").checked || (state.itemText !== null && $("text").value === state.itemText);
     setStatus("working…");
     if (other) {
       const data = await api("/api/compare", { runs: [run.id, other], text, pretokenized });
@@ -452,9 +582,17 @@
     $("text-label").textContent = pair ? "premise" : run.level === "tagging" ? "tokens" :
       run.kind === "translation" ? "source" : "sentence";
     $("pretokenized").checked = run.level === "tagging";  // tagging takes tokens as given
+    state.itemText = null;
+    state.layer = 0;
+    state.head = -1;
+    state.topk = 1;
+    state.threshold = 0;
+    $("topk").value = "1";
+    $("threshold").value = "0";
+    $("threshold-value").textContent = fmt(0);
     const scores = run.scores || {};
     $("run-info").textContent = `${run.kind}, ${run.task}, ${run.encoder}, ${run.layers} layer(s) × ${run.heads} head(s); ` +
-      `${scores.metric || "score"} dev ${score(scores.dev)}, test ${score(scores.test)}; up to ${state.maxWords} words`;
+      `${scores.metric || "score"} dev ${score(scores.dev)}, test ${score(scores.test)}; at most ${state.maxWords} words per sentence`;
     for (const option of $("other").options) option.disabled = option.value === run.id;
     if ($("other").value === run.id) $("other").value = "";
     state.views = [];
@@ -471,7 +609,7 @@
     const order = $("items-order").value;
     if (order === "disagree" && !other) throw new Error("Pick a run to compare with to list where the two disagree.");
     const query = new URLSearchParams({ run: run.id, split: $("items-split").value, order,
-      limit: $("items-limit").value || "20" });
+      limit: $("items-limit").value || "20", errors: $("items-errors").checked ? "1" : "0" });
     if (other) query.set("other", other);
     const data = await api(`/api/items?${query}`);
     const box = clear($("items"));
@@ -480,13 +618,15 @@
       const row = el("tr", { "data-index": item.index, title: "click to load this item" },
         el("td", { text: item.index }), el("td", {}, el("bdi", { text: show(item.text) })),
         el("td", { text: show(item.gold) }), el("td", { text: show(item.pred) }),
-        other ? el("td", { text: show(item.other_pred) }) : null, el("td", { text: fmt(item.hub_share) }));
+        other ? el("td", { text: show(item.other_pred) }) : null, el("td", { class: item.correct ? "right" : "wrong",
+          text: item.correct ? "✓" : "✗" }), el("td", { text: fmt(item.hub_share) }), el("td", { text: fmt(item.row_entropy) }));
       row.addEventListener("click", guarded(() => loadItem(item)));
       return row;
     });
     if (!rows.length) { box.appendChild(el("p", { class: "note", text: "No items." })); return; }
     box.appendChild(el("table", { class: "items" }, el("thead", {}, el("tr", {}, ["#", "text", "gold", "prediction",
-      other ? "other prediction" : null, "hub share"].filter((h) => h).map((h) => el("th", { text: h })))),
+      other ? "other prediction" : null, "right", "hub share", "row entropy"].filter((h) => h)
+      .map((h) => el("th", { text: h })))),
     el("tbody", {}, rows)));
   }
 
@@ -498,7 +638,7 @@
     } else {
       $("text").value = Array.isArray(text) ? text.join(" ") : text;
     }
-    $("pretokenized").checked = Boolean(item.tokens_pretokenized) || Array.isArray(text) && currentRun().level !== "pair";
+    state.itemText = item.tokens_pretokenized ? $("text").value : null;  // show() sends it as tokens
     return show();
   }
 
@@ -663,6 +803,40 @@
     return [$("views"), $("difference")];
   }
 
+  // what an exported figure says about itself: runs, sentence, layer and head, prediction, legend
+  function exportCaption() {
+    const lines = [];
+    const name = (id) => { const run = runById(id); return run ? `${run.name} (${run.encoder}, ${run.task})` : id; };
+    lines.push(`cn3 serve: ${state.views.map((v) => name(v.run)).join(" vs ")}`);
+    const first = state.views[0];
+    for (const side of first.sides || []) lines.push(`${side.name}: ${side.tokens.join(" ")}`);
+    if (!(first.sides || []).length && first.translation) lines.push(`source: ${first.translation.source_tokens.join(" ")}`);
+    for (const view of state.views) {
+      const p = view.prediction || {};
+      const said = p.label !== undefined ? `${p.label} (${fmt((p.probs || {})[p.label], 3)})`
+        : p.translation !== undefined ? p.translation : p.tags ? p.tags.join(" ") : "";
+      lines.push(`${state.views.length > 1 ? `${name(view.run)}: ` : ""}prediction: ${said}`);
+    }
+    const graphs = state.views.some((v) => (v.sides || []).some((sd) => (sd.layers || []).length));
+    if (graphs) {
+      lines.push(`layer ${state.layer + 1}, ${state.head >= 0 ? `head ${state.head + 1}` : "all heads (mean)"}; ` +
+        `top-k ${state.topk}, threshold ${fmt(state.threshold)}`);
+      lines.push("arcs above the words: word i reads word k (thicker, darker = stronger; a ring: a word reading itself);");
+      lines.push("under the words: part of speech, update gate, dependency parse (head → dependent); green: a learned");
+      lines.push("strongest key that is the word's parse head or dependent. Heatmap: row i = what word i reads.");
+    } else {
+      lines.push("this run's encoder has no word-to-word graph: the prediction only");
+    }
+    const wrapped = lines.flatMap((line) => line.match(/.{1,150}(\s|$)|.{150}/g) || [line]);
+    const width = Math.ceil(Math.max(...wrapped.map((line) => textWidth(line, 12))) + 16);
+    const height = 18 * wrapped.length + 10;
+    const svg = sv("svg", { xmlns: SVGNS, width, height, viewBox: `0 0 ${width} ${height}`, class: "caption" });
+    svg.appendChild(sv("rect", { x: 0, y: 0, width, height, fill: "#fff" }));
+    wrapped.forEach((line, j) => svg.appendChild(sv("text", { class: j === 0 ? "caption-title" : "caption-line",
+      x: 8, y: 18 + 18 * j }, line.trim())));
+    return svg;
+  }
+
   function offer(blob, name) {
     const url = URL.createObjectURL(blob);
     state.urls.push(url);
@@ -684,9 +858,11 @@
     style.textContent = `${styleText()}\nbody { margin: 1em; }`;
     doc.head.appendChild(style);
     const main = doc.createElement("main");
+    main.appendChild(doc.importNode(exportCaption(), true));
     for (const node of nodes) {
       const copy = doc.importNode(node, true);
-      for (const control of copy.querySelectorAll("select, button, input")) control.remove();
+      // the model view is the page's way to pick a head (its canvases hold no picture once copied)
+      for (const control of copy.querySelectorAll(".model-view, select, button, input")) control.remove();
       main.appendChild(copy);
     }
     doc.body.appendChild(main);
@@ -696,17 +872,21 @@
 
   // every SVG of the view stacked into one document, with the page's styles inlined
   function combinedSvg() {
-    const parts = exportNodes().flatMap((node) => [...node.querySelectorAll("svg")]);
+    const parts = [exportCaption(), ...exportNodes().flatMap((node) => [...node.querySelectorAll("svg")])];
     let y = 0, width = 0;
     const root = sv("svg", { xmlns: SVGNS, version: "1.1" });
     root.appendChild(sv("style", { text: styleText() }));
     const body = sv("g");
     for (const part of parts) {
-      const w = Number(part.getAttribute("width")), h = Number(part.getAttribute("height"));
+      const box = (part.getAttribute("viewBox") || "").split(" ").map(Number);  // full size, not the page's scaling
+      const w = box.length === 4 ? box[2] : Number(part.getAttribute("width"));
+      const h = box.length === 4 ? box[3] : Number(part.getAttribute("height"));
       const copy = part.cloneNode(true);
       copy.classList.remove("hovering");
       copy.setAttribute("x", "0");
       copy.setAttribute("y", String(y));
+      copy.setAttribute("width", String(w));
+      copy.setAttribute("height", String(h));
       body.appendChild(copy);
       y += h + 12;
       width = Math.max(width, w);
@@ -727,7 +907,7 @@
     return new Promise((resolve, reject) => {
       const image = new Image();
       image.onload = () => {
-        const scale = width * height > 16e6 ? 1 : 2;
+        const scale = width * height > 16e6 || Math.max(width, height) > 16000 ? 1 : 2;
         const canvas = document.createElement("canvas");
         canvas.width = width * scale;
         canvas.height = height * scale;
@@ -759,7 +939,7 @@
   function wire() {
     $("query").addEventListener("submit", (event) => { event.preventDefault(); guarded(show)(); });
     $("run").addEventListener("change", guarded(onRunChange));
-    $("other").addEventListener("change", () => { $("items-order").value = $("other").value ? "disagree" : "hub"; });
+    $("other").addEventListener("change", () => { $("items-order").value = $("other").value ? "disagree" : "entropy"; });
     $("layer").addEventListener("change", guarded(() => { state.layer = Number($("layer").value); render(); }));
     $("head").addEventListener("change", guarded(() => { state.head = Number($("head").value); render(); }));
     $("topk").addEventListener("input", guarded(() => { state.topk = Math.max(1, Number($("topk").value) || 1); render(); }));
@@ -780,6 +960,7 @@
     const data = await api("/api/runs");
     state.runs = data.runs || [];
     state.maxWords = data.max_words;
+    $("word-cap").textContent = String(data.max_words);
     state.grid = data.grid;
     for (const run of state.runs) {
       const label = `${run.name} (${run.encoder}, ${run.task})`;
