@@ -44,6 +44,22 @@ def test_bad_run_directories(tmp_path):
     assert_clean_error(runner.invoke(app, ["serve", str(tmp_path / "odd")]), "not a cn3 run config")
 
 
+def test_a_taken_port_is_said_before_any_model_loads(tmp_path):
+    """The port is bound first: a run that could not even load is not reached when the port is taken."""
+    import socket
+
+    untrained = tmp_path / "untrained"
+    untrained.mkdir()
+    (untrained / "config.yaml").write_text("data: {task: trec}\nmodel: {encoder: cn3}\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert_clean_error(runner.invoke(app, ["serve", str(untrained), "--port", str(port)]),
+                           f"cannot listen on 127.0.0.1:{port}")
+    assert_clean_error(runner.invoke(app, ["serve", str(untrained), "--port", "0"]), "holds no checkpoint")
+
+
 def test_bad_options_are_usage_errors(tmp_path):
     assert_clean_error(runner.invoke(app, ["serve", str(tmp_path), "--port", "70000"]), "--port", code=2)
     assert_clean_error(runner.invoke(app, ["serve", str(tmp_path), "--max-words", "0"]), "--max-words", code=2)

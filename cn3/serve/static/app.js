@@ -88,6 +88,7 @@
   // Columns: natural word widths when the sentence fits the view; narrower columns with slanted words
   // when it does not; scaled to the view's width past that (never a sideways scroll up to ~70 words).
   const MIN_PITCH = 16;       // px: the narrowest column of a slanted word
+  const SIDE_BY_SIDE = 24;    // words: longer sentences put two compared runs one above the other
   const SLANT = 50;           // degrees: slanted words run down to the right
   const clip = (t, n) => (t.length > n ? `${t.slice(0, n - 1)}…` : t);
   function layoutWords(tokens, pos, avail) {
@@ -516,10 +517,14 @@
 
   function render() {
     const views = clear($("views"));
-    // the width a view's graph may take: the page's, or half of it side by side (less the boxes' padding)
+    // two runs side by side while their sentences are short; one above the other past SIDE_BY_SIDE words,
+    // so that a long sentence keeps the page's width (its words legible) rather than half of it
+    const longest = Math.max(0, ...state.views.flatMap((v) => (v.sides || []).map((sd) => sd.tokens.length)));
+    const beside = state.views.length > 1 && longest <= SIDE_BY_SIDE;
+    views.classList.toggle("compare", beside);
+    // the width a view's graph may take (less the boxes' padding)
     state.avail = Math.max(300, Math.floor((views.clientWidth || document.documentElement.clientWidth) /
-      Math.max(1, state.views.length)) - 40);
-    views.classList.toggle("compare", state.views.length > 1);
+      (beside ? state.views.length : 1)) - 40);
     for (const view of state.views) views.appendChild(viewBlock(view));
     differenceBlock();
     $("legend").hidden = !state.views.some((v) => (v.sides || []).some((s) => (s.layers || []).length));
