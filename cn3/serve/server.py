@@ -127,10 +127,11 @@ class WsgiApp:
         if method == "POST":
             return self.json(*self.app.handle("POST", path, {}, environ["wsgi.input"].read(MAX_BODY + 1)))
         if path in ("/", "/index.html") or path.startswith("/static/"):
-            data = static_file("index.html" if path in ("/", "/index.html") else path.removeprefix("/static/"))
+            name = "index.html" if path in ("/", "/index.html") else path.removeprefix("/static/")
+            data = static_file(name)  # a name of STATIC or nothing
             if data is None:
                 return self.json(404, {"error": "no such file"})
-            return 200, data, STATIC["index.html" if path in ("/", "/index.html") else path[8:]], {}
+            return 200, data, STATIC[name], {}
         if path == "/api/grid/image":
             try:
                 return 200, self.app.grid_image(query.get("name", "")), "image/png", {}

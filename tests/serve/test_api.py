@@ -295,6 +295,16 @@ def test_unknown_runs_and_routes_are_404(serve_app):
     assert_error(serve_app.handle("GET", "/api/grid", {}), 404, "no grid")
 
 
+def test_a_model_busy_too_long_is_503(serve_app, serve_ids, monkeypatch):
+    import cn3.serve.api as api
+
+    monkeypatch.setattr(api, "BUSY_SECONDS", 0.05)
+    run = serve_app.runs[serve_ids["trec"]]
+    with run.lock:  # another request holds the model
+        assert_error(post(serve_app, "/api/view", run=serve_ids["trec"], text="hello"), 503, "busy", "try again")
+    assert view(serve_app, serve_ids["trec"], "hello")["run"] == serve_ids["trec"]
+
+
 def test_a_failure_is_500_without_a_traceback(serve_app, monkeypatch, capsys):
     import cn3.serve.views as views
 
