@@ -184,3 +184,36 @@ def test_exports_name_what_they_show(page, serve_ids, name):
     assert run_name in words and "prediction" in words and " ".join(first["sides"][0]["tokens"]) in words
     assert ("layer 1, all heads (mean)" in words) == (name != "trec_lstm")  # a graph-less run: the prediction
     assert next(page.driver.downloads.glob("cn3-view*.png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sparse_weights_and_a_best_tree(page, serve_ids, monkeypatch):
+    """Weights with exact zeros (sparsemax, entmax, a tree) draw only their non-zero edges, whatever the
+    top-k; a layer's ``best_tree`` (head per word, -1 the root) is drawn under the parse like a parse."""
+    import numpy as np
+
+    import cn3.serve.views as views
+
+    original = views.layer_json
+
+    def sparse_with_tree(l, heads, gate, keys, parse, word_rows):
+        one_hot = np.zeros_like(heads)  # each row keeps its strongest key only
+        rows = np.arange(heads.shape[1])
+        for h in range(len(heads)):
+            one_hot[h, rows, heads[h].argmax(1)] = 1.0
+        out = original(l, one_hot, gate, keys, parse, word_rows)
+        return {**out, "best_tree": [-1] + list(range(heads.shape[2] - 1))}  # a chain: word i's head is i - 1
+
+    monkeypatch.setattr(views, "layer_json", sparse_with_tree)
+    run = serve_ids["trec_transformer"]
+    page.show(run, "Who wrote the play Hamlet ?")
+    n = len(page.all("svg.arcs text.word"))
+    page.select("head", "0")
+    page.find("#topk").clear()
+    page.find("#topk").send_keys("4")
+    assert len(page.all("svg.arcs .arc, svg.arcs .ring")) == n  # one non-zero edge per row, not four
+    assert len(page.all("svg.arcs path.best")) == n - 1 and len(page.all("svg.arcs line.best")) == 1
+    assert page.find("svg.arcs text.band-label").text == "best tree of this layer"
+    drawn = page.all("svg.arcs path.best")
+    heads = {int(p.get_attribute("data-dep")): int(p.get_attribute("data-head")) for p in drawn}
+    assert heads == {i: i - 1 for i in range(1, n)}
+    page.screenshot("sparse-best-tree")
