@@ -158,16 +158,26 @@ def graph_stats(matrix: np.ndarray, keys: np.ndarray | None, parse: list[int] | 
 
 
 def layer_json(l: int, heads: np.ndarray, gate: np.ndarray | None, keys: np.ndarray | None,
-               parse: list[int] | None, word_rows: bool) -> dict:
+               parse: list[int] | None, word_rows: bool, tree: bool = False) -> dict:
     """One layer of one side: ``heads (H, rows, n)`` weights, ``gate (n,)`` or ``None``, the visible
     ``keys (rows, n)`` (None = all), ``parse`` 0-based heads.
 
     ``hub_share``, ``row_entropy`` and ``tree_marks`` (:func:`graph_stats`) are those of the mean of the
-    heads ("all heads"); ``per_head`` holds the same three of each head's own matrix, in head order."""
+    heads ("all heads"); ``per_head`` holds the same three of each head's own matrix, in head order.
+    ``tree`` (a run with ``model.edge_weights: tree``): ``best_tree`` holds the best tree of the mean's
+    marginals (:func:`cn3.analysis.trees.best_tree`, 0-based heads, -1 the root), drawn like the parse;
+    left out past :data:`cn3.analysis.graphs.TREE_MAX_WORDS` words."""
     mean = heads.mean(0)  # (rows, n)
     per_head = [graph_stats(head, keys, parse, word_rows) for head in heads]
-    return {"layer": l, "heads": rounded(heads), "gate": None if gate is None else rounded(gate),
-            **graph_stats(mean, keys, parse, word_rows), "per_head": per_head}
+    out = {"layer": l, "heads": rounded(heads), "gate": None if gate is None else rounded(gate),
+           **graph_stats(mean, keys, parse, word_rows), "per_head": per_head}
+    if tree and word_rows and keys is None:
+        from cn3.analysis.graphs import TREE_MAX_WORDS
+        from cn3.analysis.trees import best_tree
+
+        if mean.shape[0] == mean.shape[1] <= TREE_MAX_WORDS:
+            out["best_tree"] = [int(h) for h in best_tree(mean)]
+    return out
 
 
 def _heads_of(alpha, captured: list):
@@ -180,9 +190,9 @@ def _heads_of(alpha, captured: list):
 
 
 def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, cn3_gates: bool,
-              captured: list = ()) -> dict:
+              captured: list = (), tree: bool = False) -> dict:
     """One sentence of the input with its layers (row 0 of the encoder's ``info``, cut to its words);
-    ``captured``: per-head weights recorded by :func:`attention_heads`."""
+    ``captured``: per-head weights recorded by :func:`attention_heads`; ``tree``: see :func:`layer_json`."""
     from cn3.analysis.graphs import visible_keys
 
     n = len(sentence.tokens)
@@ -209,7 +219,7 @@ def side_json(name: str, sentence, info: dict | None, kind: str, windows: list, 
         window = windows[l] if l < len(windows) else None
         keys = visible_keys(n, causal=True) if kind == "causal" else (
             visible_keys(n, window=window) if window is not None and window < n - 1 else None)
-        side["layers"].append(layer_json(l, heads, gate, keys, parse, kind != "annotation"))
+        side["layers"].append(layer_json(l, heads, gate, keys, parse, kind != "annotation", tree))
     return side
 
 
@@ -247,7 +257,8 @@ def sentence_view(served, text, pretokenized: bool, max_words: int) -> dict:
     kind = served.graph and attention_kind(loaded.config.model.encoder)
     windows = local_windows(loaded.model) if served.graph else []
     infos = [out.info.get(key) if served.graph else None for key in "ab"]
-    view_sides = [side_json(name, s, info, kind, windows, served.graph == "cn3", captured)
+    tree = getattr(loaded.config.model, "edge_weights", "softmax") == "tree"
+    view_sides = [side_json(name, s, info, kind, windows, served.graph == "cn3", captured, tree)
                   for name, s, info in zip(SIDE_NAMES[level], sentences, infos)]
     if level == "tagging":
         n = len(sentences[0].tokens)
