@@ -254,3 +254,26 @@ def test_encoder_regularisers_give_a_differentiable_loss_and_need_heads():
     assert encoder.layers[0].u.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="needs the parse's heads"):
         encoder.forward_regularised(h, mask)
+
+
+def test_a_run_saved_before_the_edge_weight_keys_reads_as_the_papers_layer():
+    """A config written by the release before these keys (no ``edge_weights`` ... ``hub_penalty``) reads
+    back as today's default, whose layer runs the unchanged softmax path (same parameters, same output)."""
+    from cn3.config import from_dict, to_dict
+    from cn3.sentence.config import RunConfig
+
+    saved = to_dict(RunConfig())
+    for key in ("edge_weights", "energy_form", "parse_loss", "hub_penalty"):
+        del saved["model"][key]
+    model = from_dict(RunConfig, saved).model
+    assert (model.edge_weights, model.energy_form, model.parse_loss, model.hub_penalty) == ("softmax", "additive",
+                                                                                            0.0, 0.0)
+    h, mask, v, edges = make_inputs([5, 3])
+    layer = make_layer()
+    from cn3.layers.blockwise_energy import additive_attention
+
+    query, key = layer.lin_hi(h) + layer.lin_vi(v), layer.lin_hk(h) + layer.lin_vk(v)
+    context, alpha = additive_attention(query, key, layer.u, h, mask, mask, layer.lin_edge(layer.edge_emb.weight),
+                                        edges)
+    out, got_alpha, _ = layer(h, mask, v, edges)
+    assert torch.equal(got_alpha, alpha)  # bit for bit the blockwise softmax path
