@@ -277,3 +277,22 @@ def test_a_run_saved_before_the_edge_weight_keys_reads_as_the_papers_layer():
                                         edges)
     out, got_alpha, _ = layer(h, mask, v, edges)
     assert torch.equal(got_alpha, alpha)  # bit for bit the blockwise softmax path
+
+
+@pytest.mark.parametrize("edge_weights", ["entmax15", "tree"])
+def test_the_regularised_encoder_compiles_and_matches_eager(edge_weights):
+    """The compiled training step traces the options (torch.compile on the CPU, aot_eager: what
+    inductor would receive)."""
+    h, mask, _, _ = make_inputs([5, 3], use_v=False, use_edges=False)
+    h = h.float()
+    heads = torch.tensor([[1, 1, 1, 2, 3], [0, 0, 1, -1, -1]])
+    torch.manual_seed(0)
+    encoder = DynamicGraphEncoder(1, 5, energy_dim=6, parse_loss=1.0, hub_penalty=0.5, edge_weights=edge_weights,
+                                  energy_form="centered")
+
+    def step(h):
+        out, _, _, loss = encoder.forward_regularised(h, mask, parse_heads=heads)
+        return out.sum() + loss
+
+    compiled = torch.compile(step, backend="aot_eager")
+    torch.testing.assert_close(compiled(h), step(h))
