@@ -6,8 +6,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
+from torch_geometric.typing import Adj
+from torch_geometric.utils import (add_self_loops, is_sparse, is_torch_sparse_tensor, remove_self_loops, scatter,
+                                   softmax, to_dense_batch, to_edge_index)
 
+from cn3.layers.edge_weights import _FORBIDDEN
 from cn3.nn.parts import CN3Parts
 
 
@@ -62,11 +65,15 @@ class CN3Conv(CN3Parts, MessagePassing):
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, edge_types: int = 0,
                  edge_dim: int | None = None, energy_dim: int | None = None, concat: bool = True,
                  gate: bool = True, dropout: float = 0.0, bias: bool = True, project: bool | None = None,
-                 add_self_loops: bool = True, fill_value: float | Tensor | str = "mean", **kwargs) -> None:
+                 add_self_loops: bool = True, fill_value: float | Tensor | str = "mean",
+                 edge_weights: str = "softmax", energy_form: str = "additive", **kwargs) -> None:
         kwargs.setdefault("aggr", "add")
         MessagePassing.__init__(self, node_dim=0, **kwargs)
+        if edge_weights == "tree":
+            raise ValueError("edge_weights='tree' (marginals over dependency trees) needs the complete graph's "
+                             "dense matrix-tree computation: DenseCN3Conv serves it, CN3Conv does not")
         self._build(in_channels, out_channels, heads, concat, edge_types, edge_dim, energy_dim, gate, dropout,
-                    bias, project, add_self_loops)
+                    bias, project, add_self_loops, edge_weights, energy_form)
         self.fill_value = fill_value
         self.reset_parameters()
 
@@ -75,30 +82,68 @@ class CN3Conv(CN3Parts, MessagePassing):
         MessagePassing.reset_parameters(self)
         self._reset_parts()
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
-                edge_type: Tensor | None = None,
-                return_attention_weights: bool = False) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
-        """The layer on one (possibly batched, disconnected) graph (see the class docstring for shapes).
+    def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index: Adj, edge_attr: Tensor | None = None,
+                edge_type: Tensor | None = None, return_attention_weights: bool = False,
+                size: tuple[int, int] | None = None) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The layer on one (possibly batched, disconnected, bipartite) graph (shapes: the class docstring).
+
+        Args:
+            x: ``(N, F)``, or ``(x_src (N_s, F), x_dst (N_t, F))`` for a bipartite graph.
+            edge_index: ``(2, E)`` long (source, target), or ``adj_t`` (target by source, PyG's convention):
+                a ``torch_sparse.SparseTensor`` or a ``torch.sparse`` COO / CSR / CSC tensor.
+            edge_attr, edge_type: ``(E, edge_dim)`` (or ``(E,)``) and ``(E,)`` long, in ``edge_index``'s order
+                (for ``adj_t``: its entries' row-major order; without ``edge_attr`` a layer with ``edge_dim``
+                takes the sparse tensor's values).
+            return_attention_weights: also return ``(edge_index, alpha)`` for the edges used (self-loops
+                included), ``alpha`` differentiable.
+            size: ``(N_s, N_t)``; None: from ``x`` (or ``adj_t``).
 
         Raises:
             ValueError: ``edge_type`` / ``edge_attr`` given without ``edge_types`` / ``edge_dim`` or
-                missing with them.
+                missing with them; ``x`` of the wrong width or shape.
         """
+        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        if x_dst is None:
+            raise ValueError("bipartite x must be (x_src, x_dst), both tensors")
+        for side in (x_src, x_dst):
+            if side.dim() != 2 or (self.in_channels != -1 and side.shape[-1] != self.in_channels):
+                raise ValueError(f"x must be (N, {self.in_channels}) (or a pair of them), got {tuple(side.shape)}")
+        edge_index, edge_attr, size = self._edge_index(edge_index, edge_attr, size)
         self._check_edges(edge_type, edge_attr)
+        num_src, num_dst = (x_src.shape[0], x_dst.shape[0]) if size is None else size
         if self.add_self_loops:
-            edge_index, edge_attr, edge_type = self._self_loops(edge_index, edge_attr, edge_type, x.shape[0])
-        query, key, values = self._node_terms(x)  # (N, e), (N, e), (N, H*C)
+            edge_index, edge_attr, edge_type = self._self_loops(edge_index, edge_attr, edge_type,
+                                                                min(num_src, num_dst))
+        values_src = x_src if self.lin is None else self.lin(x_src)  # (N_s, H*C)  h = P x
+        values_dst = values_src if x_dst is x_src else (x_dst if self.lin is None else self.lin(x_dst))  # (N_t, H*C)
+        query, key = self.lin_query(x_dst), self.lin_key(x_src)  # (N_t, e), (N_s, e)
         edge_vecs = None  # (E, e): E_t + W_a a per edge
         if edge_type is not None:
             edge_vecs = self.edge_emb(edge_type)
         if edge_attr is not None:
             projected = self.lin_edge(edge_attr.view(edge_attr.shape[0], -1))  # (E, e)
             edge_vecs = projected if edge_vecs is None else edge_vecs + projected
-        alpha = self.edge_updater(edge_index, query=query, key=key, edge_vecs=edge_vecs)  # (E, H)
-        heads = values.view(-1, self.heads, self.out_channels)  # (N, H, C)
-        message = self.propagate(edge_index, values=heads, alpha=alpha).flatten(1)  # (N, H*C)
-        out = self._update(x, values, message)  # (N, H*C) or (N, C)
+        alpha = self.edge_updater(edge_index, query=query, key=key, edge_vecs=edge_vecs, src=edge_index[0],
+                                  num_src=num_src, size=(num_src, num_dst))  # (E, H)
+        heads = values_src.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
+        message = self.propagate(edge_index, values=heads, alpha=alpha, size=(num_src, num_dst))  # (N_t, H, C)
+        out = self._update(x_dst, values_dst, message.flatten(1))  # (N_t, H*C) or (N_t, C)
         return (out, (edge_index, alpha)) if return_attention_weights else out
+
+    def _edge_index(self, edge_index: Adj, edge_attr: Tensor | None,
+                    size: tuple[int, int] | None) -> tuple[Tensor, Tensor | None, tuple[int, int] | None]:
+        """``(2, E)`` source-target indices from an ``edge_index`` or a sparse ``adj_t`` (target by source),
+        the sparse tensor's values as ``edge_attr`` when the layer takes features and none were given."""
+        if isinstance(edge_index, Tensor) and not is_torch_sparse_tensor(edge_index):
+            return edge_index, edge_attr, size
+        if not isinstance(edge_index, Tensor) and not is_sparse(edge_index):
+            raise ValueError(f"edge_index must be a (2, E) tensor, a SparseTensor or a torch.sparse adj_t, "
+                             f"got {type(edge_index).__name__}")
+        num_dst, num_src = edge_index.size(0), edge_index.size(1)  # adj_t: (N_t, N_s)
+        index, values = to_edge_index(edge_index)  # (2, E) rows = targets, cols = sources
+        if edge_attr is None and self.edge_dim is not None:
+            edge_attr = values
+        return index.flip(0), edge_attr, (num_src, num_dst) if size is None else size
 
     def _self_loops(self, edge_index: Tensor, edge_attr: Tensor | None, edge_type: Tensor | None,
                     num_nodes: int) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -112,13 +157,32 @@ class CN3Conv(CN3Parts, MessagePassing):
                                                num_nodes=num_nodes)  # loops appended after the edges
         return edge_index, edge_attr, edge_type
 
-    def edge_update(self, query_i: Tensor, key_j: Tensor, edge_vecs: Tensor | None, index: Tensor,
-                    ptr: Tensor | None, dim_size: int | None) -> Tensor:
-        """``alpha (E, H)``: the softmax of ``s^h_ij`` over each target's incoming edges."""
+    def edge_update(self, query_i: Tensor, key_j: Tensor, edge_vecs: Tensor | None, src: Tensor, num_src: int,
+                    index: Tensor, ptr: Tensor | None, dim_size: int | None) -> Tensor:
+        """``alpha (E, H)``: ``s^h_ij`` (``centered``: less each source's mean over its outgoing edges)
+        normalised over each target's incoming edges."""
         pre = query_i + key_j if edge_vecs is None else query_i + key_j + edge_vecs  # (E, e)
         score = (torch.tanh(pre).view(-1, self.heads, self.att.shape[-1]) * self.att).sum(dim=-1)  # (E, H)
-        return softmax(score, index, ptr, dim_size)  # (E, H)
+        if self.energy_form == "centered":  # s_ij - c_j, c_j the mean over the targets j sends to
+            score = score - scatter(score, src, dim=0, dim_size=num_src, reduce="mean")[src]  # (E, H)
+        if self.edge_weights == "softmax":
+            return softmax(score, index, ptr, dim_size)  # (E, H)
+        return _sparse_normalise(score, index, dim_size, self.edge_weights)  # (E, H)
 
     def message(self, values_j: Tensor, alpha: Tensor) -> Tensor:
         """``alpha^h_ij h_j^(h)``: ``(E, H, C)``."""
         return values_j * alpha.unsqueeze(-1)
+
+
+def _sparse_normalise(score: Tensor, index: Tensor, num_nodes: int, edge_weights: str) -> Tensor:
+    """sparsemax / 1.5-entmax of ``score (E, H)`` over each target's incoming edges (``index (E,)``):
+    the edges padded into a ``(N_t, max in-degree, H)`` block (``entmax`` normalises along a dense axis)."""
+    import entmax  # the maintained implementation, as cn3.layers.edge_weights.normalise
+
+    fn = entmax.sparsemax if edge_weights == "sparsemax" else entmax.entmax15
+    order = index.argsort(stable=True)  # (E,) edges grouped by target
+    acc = torch.promote_types(score.dtype, torch.float32)  # bf16 scores: thresholds in fp32
+    block, real = to_dense_batch(score[order].to(acc), index[order], fill_value=_FORBIDDEN,
+                                 batch_size=num_nodes)  # (N_t, D, H), (N_t, D)
+    weights = fn(block, dim=1)[real].to(score.dtype)  # (E, H) in target order
+    return torch.empty_like(weights).index_copy_(0, order, weights)  # (E, H) in edge order

@@ -20,6 +20,7 @@ from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.nn.inits import glorot, zeros
 
 from cn3.layers.attention import gated_mix
+from cn3.layers.edge_weights import EDGE_WEIGHTS, ENERGY_FORMS
 
 
 class CN3Parts:
@@ -32,12 +33,17 @@ class CN3Parts:
 
     def _build(self, in_channels: int, out_channels: int, heads: int, concat: bool, edge_types: int,
                edge_dim: int | None, energy_dim: int | None, gate: bool, dropout: float, bias: bool,
-               project: bool | None, add_self_loops: bool) -> None:
-        """Checks the arguments and creates the parameters (see the layers' Args)."""
+               project: bool | None, add_self_loops: bool, edge_weights: str = "softmax",
+               energy_form: str = "additive") -> None:
+        """Checks the arguments and creates the parameters (see the layers' Args). ``in_channels=-1``:
+        lazy, the input projections take their width at the first call (PyG's convention)."""
         width = heads * out_channels  # H*C
         energy_dim = width if energy_dim is None else energy_dim
-        if min(in_channels, out_channels, heads) < 1:
-            raise ValueError(f"in_channels, out_channels and heads must be >= 1, got {in_channels}, "
+        if edge_weights not in EDGE_WEIGHTS or energy_form not in ENERGY_FORMS:
+            raise ValueError(f"edge_weights must be one of {', '.join(EDGE_WEIGHTS)} and energy_form one of "
+                             f"{', '.join(ENERGY_FORMS)}, got {edge_weights!r}, {energy_form!r}")
+        if min(out_channels, heads) < 1 or (in_channels < 1 and in_channels != -1):
+            raise ValueError(f"in_channels (or -1, lazy), out_channels and heads must be >= 1, got {in_channels}, "
                              f"{out_channels}, {heads}")
         if energy_dim < heads or energy_dim % heads:
             raise ValueError(f"energy_dim={energy_dim} must be a positive multiple of heads={heads}")
@@ -48,8 +54,9 @@ class CN3Parts:
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.edge_types, self.edge_dim, self.energy_dim = edge_types, edge_dim, energy_dim
         self.dropout, self.add_self_loops = dropout, add_self_loops
+        self.edge_weights, self.energy_form = edge_weights, energy_form
         project = in_channels != width if project is None else project
-        if not project and in_channels != width:
+        if not project and in_channels != width:  # a lazy layer (-1) always projects
             raise ValueError(f"project=False needs in_channels == heads * out_channels, got {in_channels} != {width}")
         self.lin = Linear(in_channels, width, bias=False, weight_initializer="glorot") if project else None
         self.lin_query = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")
@@ -97,4 +104,6 @@ class CN3Parts:
         return out if self.bias is None else out + self.bias
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+        weights = f", edge_weights={self.edge_weights}" if self.edge_weights != "softmax" else ""
+        form = f", energy_form={self.energy_form}" if self.energy_form != "additive" else ""
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{weights}{form})"

@@ -55,7 +55,7 @@ def test_matches_the_loops(heads, concat, gate, project, use_adj, self_loops):
     torch.nn.init.normal_(conv.bias)  # a nonzero bias, so that padded nodes' zeros mean something
     x, adj, edge_type, edge_attr = _inputs()
     adj = adj if use_adj else None
-    out, alpha = conv(x, MASK, adj, edge_type, edge_attr, return_attention_weights=True)
+    out, alpha = conv(x, adj, MASK, edge_type=edge_type, edge_attr=edge_attr, return_attention_weights=True)
     ref_out, ref_alpha = dense_loops(conv, x, MASK, adj, edge_type, edge_attr)
     torch.testing.assert_close(out, ref_out)
     torch.testing.assert_close(alpha, ref_alpha)
@@ -66,13 +66,13 @@ def test_padded_nodes_give_zero_and_do_not_change_real_ones():
     conv = DenseCN3Conv(6, 4, heads=2, edge_types=3, edge_dim=2).double()
     torch.nn.init.normal_(conv.bias)
     x, adj, edge_type, edge_attr = _inputs()
-    out = conv(x, MASK, adj, edge_type, edge_attr)
+    out = conv(x, adj, MASK, edge_type=edge_type, edge_attr=edge_attr)
     assert out[1, 3:].abs().sum() == 0
-    alone = conv(x[1, :3], None, adj[1, :3, :3], edge_type[1, :3, :3], edge_attr[1, :3, :3])  # (3, 8)
+    alone = conv(x[1, :3], adj[1, :3, :3], edge_type=edge_type[1, :3, :3], edge_attr=edge_attr[1, :3, :3])  # (3, 8)
     torch.testing.assert_close(out[1, :3], alone)
     garbage = x.clone()
     garbage[1, 3:] = 1e3  # padded features must not leak into real nodes
-    torch.testing.assert_close(conv(garbage, MASK, adj, edge_type, edge_attr), out)
+    torch.testing.assert_close(conv(garbage, adj, MASK, edge_type=edge_type, edge_attr=edge_attr), out)
 
 
 def test_a_node_without_keys_keeps_its_gated_input():
@@ -93,8 +93,8 @@ def test_no_adj_is_the_complete_graph():
     conv = DenseCN3Conv(6, 3, heads=2, edge_types=3).double()
     x, _, edge_type, _ = _inputs(edge_dim=2)
     ones = torch.ones(2, 5, 5)
-    torch.testing.assert_close(conv(x, MASK, edge_type=edge_type), conv(x, MASK, ones, edge_type=edge_type))
-    torch.testing.assert_close(conv(x, MASK, edge_type=edge_type), conv(x, MASK, ones.bool(), edge_type=edge_type))
+    torch.testing.assert_close(conv(x, mask=MASK, edge_type=edge_type), conv(x, ones, MASK, edge_type=edge_type))
+    torch.testing.assert_close(conv(x, mask=MASK, edge_type=edge_type), conv(x, ones.bool(), MASK, edge_type=edge_type))
 
 
 def _to_sparse(x, mask, adj, edge_type, edge_attr):
@@ -128,7 +128,7 @@ def test_dense_equals_sparse(heads, concat, graph):
     edge_type = edge_type.masked_fill(loops, 0)
     mean = (edge_attr * adj[..., None]).sum(2) / adj.sum(2, keepdim=True).clamp(min=1)  # (B, N, D)
     edge_attr = torch.where(loops[..., None], mean[:, :, None, :], edge_attr)
-    out = dense(x, MASK, None if graph == "complete" else adj, edge_type, edge_attr)
+    out = dense(x, None if graph == "complete" else adj, MASK, edge_type=edge_type, edge_attr=edge_attr)
     x_flat, edge_index, attr_flat, type_flat = _to_sparse(x, MASK, adj, edge_type, edge_attr)
     torch.testing.assert_close(sparse(x_flat, edge_index, attr_flat, type_flat), out[MASK])
     assert out[~MASK].abs().sum() == 0
@@ -148,7 +148,7 @@ def test_the_paper_layer_is_dynamic_graph_layer():
         conv.lin_gate.load_state_dict(layer.lin_gate.state_dict())
     x, _, edge_type, _ = _inputs(features=8)
     h, alpha, _ = layer(x, MASK, edge_type=edge_type)
-    out, conv_alpha = conv(x, MASK, edge_type=edge_type, return_attention_weights=True)
+    out, conv_alpha = conv(x, mask=MASK, edge_type=edge_type, return_attention_weights=True)
     torch.testing.assert_close(out, h)
     torch.testing.assert_close(conv_alpha.squeeze(1), alpha)
 
@@ -161,9 +161,9 @@ def test_gradcheck():
     x, adj, edge_type, edge_attr = _inputs()
     x.requires_grad_(True)
     edge_attr.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda x_, a_: conv(x_, MASK, adj, edge_type, a_), (x, edge_attr))
+    assert torch.autograd.gradcheck(lambda x_, a_: conv(x_, adj, MASK, edge_type=edge_type, edge_attr=a_), (x, edge_attr))
     assert_gradients_match_finite_differences(
-        conv, lambda: (conv(x.detach(), MASK, adj, edge_type, edge_attr.detach()) ** 2).sum())
+        conv, lambda: (conv(x.detach(), adj, MASK, edge_type=edge_type, edge_attr=edge_attr.detach()) ** 2).sum())
 
 
 def test_compiles_without_graph_breaks():
@@ -171,7 +171,7 @@ def test_compiles_without_graph_breaks():
     conv = DenseCN3Conv(6, 4, heads=2, edge_types=3, edge_dim=2).eval()
     x, adj, edge_type, edge_attr = _inputs(dtype=torch.float32)
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(conv)(x, MASK, adj, edge_type, edge_attr)
+    explanation = torch._dynamo.explain(conv)(x, adj, MASK, edge_type=edge_type, edge_attr=edge_attr)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     torch._dynamo.reset()
 
@@ -183,8 +183,8 @@ def test_inductor_gives_the_same_output_and_gradients():
     x, adj, edge_type, edge_attr = _inputs(dtype=torch.float32)
     torch._dynamo.reset()
     compiled = torch.compile(conv, fullgraph=True)
-    expected = conv(x, MASK, adj, edge_type, edge_attr)
-    out = compiled(x, MASK, adj, edge_type, edge_attr)
+    expected = conv(x, adj, MASK, edge_type=edge_type, edge_attr=edge_attr)
+    out = compiled(x, adj, MASK, edge_type=edge_type, edge_attr=edge_attr)
     torch.testing.assert_close(out, expected)
     grad = torch.autograd.grad(out.sum(), conv.att)[0]
     torch.testing.assert_close(grad, torch.autograd.grad(expected.sum(), conv.att)[0])
@@ -205,15 +205,15 @@ def test_fused_path_routes_to_the_kernel_and_falls_back(monkeypatch):
     monkeypatch.setattr(fused_energy, "fused_additive_attention", spy)
     conv = DenseCN3Conv(6, 3, heads=2, edge_types=3, impl="fused").double()
     x, adj, edge_type, edge_attr = _inputs()
-    conv(x, MASK, edge_type=edge_type)
+    conv(x, mask=MASK, edge_type=edge_type)
     assert calls == [((2, 3), True, True, False)]
     reference = DenseCN3Conv(6, 3, heads=2, edge_types=3, impl="blockwise").double()
     reference.load_state_dict(conv.state_dict())
-    torch.testing.assert_close(conv(x, MASK, adj, edge_type), reference(x, MASK, adj, edge_type))
+    torch.testing.assert_close(conv(x, adj, MASK, edge_type=edge_type), reference(x, adj, MASK, edge_type=edge_type))
     with_features = DenseCN3Conv(6, 3, heads=2, edge_dim=2, impl="fused").double()
-    expected = with_features(x, MASK, edge_attr=edge_attr)
+    expected = with_features(x, mask=MASK, edge_attr=edge_attr)
     with_features.impl = "blockwise"
-    torch.testing.assert_close(expected, with_features(x, MASK, edge_attr=edge_attr))
+    torch.testing.assert_close(expected, with_features(x, mask=MASK, edge_attr=edge_attr))
     assert len(calls) == 1
     monkeypatch.setattr(dynamic_graph, "fused_available", lambda: True)
     assert dynamic_graph.choose_impl("auto", torch.device("cuda"), 3, 5) == "fused"
