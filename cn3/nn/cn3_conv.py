@@ -7,8 +7,16 @@ import torch
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
 from torch_geometric.typing import Adj
-from torch_geometric.utils import (add_self_loops, is_sparse, is_torch_sparse_tensor, remove_self_loops, scatter,
-                                   softmax, to_dense_batch, to_edge_index)
+from torch_geometric.utils import (
+    add_self_loops,
+    is_sparse,
+    is_torch_sparse_tensor,
+    remove_self_loops,
+    scatter,
+    softmax,
+    to_dense_batch,
+    to_edge_index,
+)
 
 from cn3.layers.edge_weights import _FORBIDDEN
 from cn3.nn.parts import CN3Parts
@@ -37,10 +45,24 @@ class CN3Conv(CN3Parts, MessagePassing):
     message: ``x'_i = (1 - g_i) h_i``.
 
     Self-loops as ``GATv2Conv``: with ``add_self_loops`` the graph's own self-loops are removed and one
-    loop per node added, its ``edge_attr`` by ``fill_value`` and its ``edge_type`` 0. Removing loops
-    has a data-dependent size, so ``torch.compile`` breaks the graph there; compile with
-    ``add_self_loops=False`` and add the loops beforehand (as PyG's compile tests do). Only a
-    ``Tensor`` ``edge_index`` is accepted (no ``SparseTensor``), and no bipartite ``(x_src, x_dst)``.
+    loop per node added (``min(N_s, N_t)`` for a bipartite graph), its ``edge_attr`` by ``fill_value``
+    and its ``edge_type`` 0. Removing loops has a data-dependent size, so ``torch.compile`` breaks the
+    graph there; compile with ``add_self_loops=False`` and add the loops beforehand (as PyG's compile
+    tests do).
+
+    Inputs as PyG's layers take them: ``edge_index`` a ``(2, E)`` tensor, or ``adj_t`` (targets by
+    sources) as a ``torch_sparse.SparseTensor`` or a ``torch.sparse`` COO / CSR / CSC tensor; ``x`` one
+    tensor or a bipartite pair ``(x_src, x_dst)`` of the same width ``F`` (keys and messages from the
+    sources, queries, gate and residual from the targets) with ``size=(N_s, N_t)``; ``in_channels=-1``
+    for lazy initialisation; under :func:`torch_geometric.nn.to_hetero` every edge type runs the
+    bipartite path (node types of the same width). The returned attention weights carry autograd's
+    graph: a loss on them trains the layer.
+
+    ``edge_weights`` other than ``softmax`` normalise each target's incoming edges with the ``entmax``
+    package's ``sparsemax`` / ``entmax15`` (the edges padded per target to the largest in-degree);
+    ``energy_form="centered"`` subtracts from ``s_ij`` the mean of ``s`` over the edges leaving ``j``
+    (the dense layer's mean over the queries of key ``j``). ``tree`` needs the complete graph's
+    matrix-tree computation and is refused here (:class:`~cn3.nn.DenseCN3Conv` serves it).
 
     Args:
         in_channels, out_channels, heads, edge_types, edge_dim, energy_dim, concat, gate, dropout, bias, project: as
@@ -49,15 +71,18 @@ class CN3Conv(CN3Parts, MessagePassing):
         fill_value: the self-loops' ``edge_attr``: a float, a ``(edge_dim,)`` tensor or a reduction
             (``"mean"``, ``"add"``, ...) of each node's incoming edge features, as in
             :func:`torch_geometric.utils.add_self_loops`.
+        edge_weights: ``softmax`` (the paper), ``sparsemax`` or ``entmax15``, over each target's edges.
+        energy_form: ``additive`` (the paper) or ``centered`` (above).
         **kwargs: passed to :class:`~torch_geometric.nn.conv.MessagePassing`.
 
     Raises:
-        ValueError: an argument out of range (as :class:`~cn3.nn.DenseCN3Conv`).
+        ValueError: an argument out of range (as :class:`~cn3.nn.DenseCN3Conv`); ``edge_weights="tree"``.
 
     Shapes:
-        - **input:** ``x (N, F)``, ``edge_index (2, E)``, ``edge_attr (E, edge_dim)``,
+        - **input:** ``x (N, F)`` or ``(x_src (N_s, F), x_dst (N_t, F))``; ``edge_index (2, E)`` or
+          ``adj_t (N_t, N_s)`` sparse; ``edge_attr (E, edge_dim)``,
           ``edge_type (E,)`` long in ``[0, edge_types)``
-        - **output:** ``(N, H*C)`` (``(N, C)`` without ``concat``); with
+        - **output:** ``(N_t, H*C)`` (``(N_t, C)`` without ``concat``); with
           ``return_attention_weights``, also ``(edge_index (2, E'), alpha (E', H))`` for the edges
           used (self-loops included).
     """

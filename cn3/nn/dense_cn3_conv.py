@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor, nn
-
-import warnings
 
 from cn3.layers.dynamic_graph import IMPLS, cn3_attention
 from cn3.layers.edge_weights import graph_attention
@@ -53,10 +53,17 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         gate: True: the gated update above; False: ``x'_i = h~_i`` (message only, no residual).
         dropout: dropout on the message ``h~`` while training (not on ``alpha`` as in GAT: the fused
             kernel never materialises a differentiable ``alpha``).
+        edge_weights: how scores become weights, one of :data:`cn3.layers.edge_weights.EDGE_WEIGHTS`:
+            ``softmax`` (the paper, above), ``sparsemax``, ``entmax15`` or ``tree`` (marginals over
+            dependency trees; only over the complete graph: ``adj=None`` or a complete ``adj``).
+        energy_form: ``additive`` (the paper) or ``centered`` (each key's mean score over its queries
+            removed); anything but ``softmax`` + ``additive`` runs
+            :func:`cn3.layers.edge_weights.graph_attention` on every device.
         bias: add a learned bias to the output.
         project: apply ``P`` (a bias-free linear map ``F -> H*C``); None: only when
             ``in_channels != heads * out_channels``.
-        add_self_loops: with ``adj``, let every node attend itself as well (PyG's ``add_loop``).
+        add_self_loops: with ``adj``, let every node attend itself as well; ``forward``'s ``add_loop``
+            overrides it per call, as in PyG's ``DenseGATConv``.
         impl: the attention path, one of ``auto``, ``blockwise``, ``dense``, ``fused``
             (:func:`cn3.layers.dynamic_graph.choose_impl`); an attribute, so it may be changed later.
 
@@ -70,7 +77,7 @@ class DenseCN3Conv(CN3Parts, nn.Module):
           2-D ``x``)
         - **output:** ``(B, N, H*C)`` (``(B, N, C)`` without ``concat``), zero at padded nodes;
           with ``return_attention_weights``, also ``alpha (B, H, N, N)`` (``(H, N, N)`` for a 2-D ``x``),
-          zero on padded and forbidden keys.
+          zero on padded and forbidden keys, differentiable whenever autograd records (see ``forward``).
     """
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, edge_types: int = 0,

@@ -161,7 +161,8 @@ def test_gradcheck():
     x, adj, edge_type, edge_attr = _inputs()
     x.requires_grad_(True)
     edge_attr.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda x_, a_: conv(x_, adj, MASK, edge_type=edge_type, edge_attr=a_), (x, edge_attr))
+    assert torch.autograd.gradcheck(
+        lambda x_, a_: conv(x_, adj, MASK, edge_type=edge_type, edge_attr=a_), (x, edge_attr))
     assert_gradients_match_finite_differences(
         conv, lambda: (conv(x.detach(), adj, MASK, edge_type=edge_type, edge_attr=edge_attr.detach()) ** 2).sum())
 
