@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUDGET = 15_000_000  # bytes, summed over the tracked files as a checkout holds them (docs/runs/README.md)
+BUDGET = 20_000_000  # bytes, summed over the tracked files as a checkout holds them (docs/runs/README.md)
 GRIDS = ROOT / "docs" / "runs" / "experiments"
 
 
