@@ -34,7 +34,7 @@ class CN3Conv(CN3Parts, MessagePassing):
         \alpha^h_{ij} = \frac{\exp s^h_{ij}}{\sum_{j' \in \mathcal{N}(i)} \exp s^h_{ij'}}
 
     .. math::
-        \tilde{\mathbf{h}}_i = \big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i)} \alpha^h_{ij}\,
+        \tilde{\mathbf{h}}_i = \Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i)} \alpha^h_{ij}\,
             \mathbf{h}_j^{(h)},\qquad
         \mathbf{g}_i = \sigma(\mathbf{W}_g \mathbf{x}_i + \mathbf{b}_g),\qquad
         \mathbf{x}'_i = \mathbf{g}_i \odot \tilde{\mathbf{h}}_i + (1 - \mathbf{g}_i) \odot \mathbf{h}_i

@@ -23,7 +23,7 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         \alpha^h_{ik} = \frac{\exp s^h_{ik}}{\sum_{k' \in \mathcal{N}(i)} \exp s^h_{ik'}}
 
     .. math::
-        \tilde{\mathbf{h}}_i = \big\Vert_{h=1}^{H} \sum_{k \in \mathcal{N}(i)} \alpha^h_{ik}\,
+        \tilde{\mathbf{h}}_i = \Vert_{h=1}^{H} \sum_{k \in \mathcal{N}(i)} \alpha^h_{ik}\,
             \mathbf{h}_k^{(h)},\qquad
         \mathbf{g}_i = \sigma(\mathbf{W}_g \mathbf{x}_i + \mathbf{b}_g),\qquad
         \mathbf{x}'_i = \mathbf{g}_i \odot \tilde{\mathbf{h}}_i + (1 - \mathbf{g}_i) \odot \mathbf{h}_i

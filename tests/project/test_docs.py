@@ -192,6 +192,44 @@ def test_api_reference_renders_the_layers_docstrings(site):
         assert f'id="{name}"' in html, name
 
 
+#: what a reader must never see: a Sphinx role or directive, a TeX delimiter or command left as text
+RAW_MARKUP = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc|math):(?:<code>|`)|\.\. math::"
+                        r'|class="arithmatex"|\\[\[(]|\\(?:mathbf|frac|tanh|sum|alpha|tilde)\b')
+
+
+@pytest.mark.slow  # the strict build (shared): about 10 s on 2 busy cores, torch imported by the hook
+def test_built_pages_render_equations_and_references(site):
+    """Every page of the built site: no raw role, no ``.. math::``, no TeX left as text (code blocks
+    aside); the layers' equations are MathML and their roles links to the documented objects."""
+    for page in site.rglob("*.html"):
+        text = re.sub(r"<pre[^>]*>.*?</pre>", "", page.read_text(), flags=re.S)
+        text = re.sub(r"<math .*?</math>", "", text, flags=re.S)  # MathML keeps no TeX, checked below
+        assert not RAW_MARKUP.search(text), (page, RAW_MARKUP.search(text).group(0))
+    html = (site / "reference" / "api" / "index.html").read_text()
+    equations = re.findall(r'<math [^>]*display="block".*?</math>', html, flags=re.S)
+    assert len(equations) >= 4 and not any("\\" in eq for eq in equations)  # two per layer, no TeX command
+    assert "&#x1D4A9;" in equations[0]  # \mathcal{N}: the neighbourhood rendered as a symbol
+    assert 'href="#cn3.nn.DenseCN3Conv"' in html  # CN3Conv's :class:`~cn3.nn.DenseCN3Conv` is a link
+
+
+@pytest.mark.slow  # one more strict build of a one-page site: a few seconds
+def test_strict_build_fails_on_raw_markup(tmp_path):
+    """The hook makes raw markup a warning, so ``--strict`` refuses it: a page with a Sphinx role in
+    HTML and a TeX command latex2mathml cannot render."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# t\n\n<p>:class:<code>Foo</code></p>\n\n$$\n\\notacommand x\n$$\n")
+    config = {"site_name": "t", "docs_dir": str(docs), "site_dir": str(tmp_path / "site"), "plugins": [],
+              "hooks": [str(REPO / "scripts" / "docs_math.py")],
+              "markdown_extensions": [{"pymdownx.arithmatex": {"generic": True}}]}
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert build.returncode == 1
+    assert "raw Sphinx markup ':class:<code>'" in build.stderr
+    assert "left \\notacommand unrendered" in build.stderr
+
+
 # ---------------------------------------------------------------------------------------------- examples
 
 
