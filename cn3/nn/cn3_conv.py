@@ -139,9 +139,10 @@ class CN3Conv(CN3Parts, MessagePassing):
         if self.add_self_loops:
             edge_index, edge_attr, edge_type = self._self_loops(edge_index, edge_attr, edge_type,
                                                                 min(num_src, num_dst))
-        values_src = x_src if self.lin is None else self.lin(x_src)  # (N_s, H*C)  h = P x
-        values_dst = values_src if x_dst is x_src else (x_dst if self.lin is None else self.lin(x_dst))  # (N_t, H*C)
-        query, key = self.lin_query(x_dst), self.lin_key(x_src)  # (N_t, e), (N_s, e)
+        query, key, values_src, gate = self._node_terms(x_src)  # (N_s, e) x 2, (N_s, H*C) x 2
+        values_dst = values_src
+        if x_dst is not x_src:  # bipartite: queries, gate and residual from the targets
+            query, _, values_dst, gate = self._node_terms(x_dst)  # (N_t, e), (N_t, H*C), (N_t, H*C)
         edge_vecs = None  # (E, e): E_t + W_a a per edge
         if edge_type is not None:
             edge_vecs = self.edge_emb(edge_type)
@@ -152,7 +153,7 @@ class CN3Conv(CN3Parts, MessagePassing):
                                   num_src=num_src, size=(num_src, num_dst))  # (E, H)
         heads = values_src.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
         message = self.propagate(edge_index, values=heads, alpha=alpha, size=(num_src, num_dst))  # (N_t, H, C)
-        out = self._update(x_dst, values_dst, message.flatten(1))  # (N_t, H*C) or (N_t, C)
+        out = self._update(gate, values_dst, message.flatten(1))  # (N_t, H*C) or (N_t, C)
         return (out, (edge_index, alpha)) if return_attention_weights else out
 
     def _edge_index(self, edge_index: Adj, edge_attr: Tensor | None,
@@ -187,7 +188,11 @@ class CN3Conv(CN3Parts, MessagePassing):
         """``alpha (E, H)``: ``s^h_ij`` (``centered``: less each source's mean over its outgoing edges)
         normalised over each target's incoming edges."""
         pre = query_i + key_j if edge_vecs is None else query_i + key_j + edge_vecs  # (E, e)
-        score = (torch.tanh(pre).view(-1, self.heads, self.att.shape[-1]) * self.att).sum(dim=-1)  # (E, H)
+        energy = torch.tanh(pre)  # (E, e)
+        if self.heads == 1:  # u^T tanh(...) as one matrix product: no (E, e) product to keep for backward
+            score = energy @ self.att.T  # (E, 1)
+        else:
+            score = (energy.view(-1, self.heads, self.att.shape[-1]) * self.att).sum(dim=-1)  # (E, H)
         if self.energy_form == "centered":  # s_ij - c_j, c_j the mean over the targets j sends to
             score = score - scatter(score, src, dim=0, dim_size=num_src, reduce="mean")[src]  # (E, H)
         if self.edge_weights == "softmax":

@@ -130,7 +130,7 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         batch, n = x.shape[:2]
         mask = torch.ones(batch, n, dtype=torch.bool, device=x.device) if mask is None else mask.bool()  # (B, N)
         keys = self._keys(adj, mask, self.add_self_loops if add_loop is None else add_loop)  # (B, N, N) or None
-        query, key, values = self._node_terms(x)  # (B, N, e), (B, N, e), (B, N, H*C)
+        query, key, values, gate = self._node_terms(x)  # (B, N, e), (B, N, e), (B, N, H*C), (B, N, H*C)
         edge_vecs = None if edge_type is None else self.edge_emb.weight  # (T, e)  E_t
         pair_vecs = None if edge_attr is None else self.lin_edge(edge_attr)  # (B, N, N, e)  W_a a_ik
         if return_attention_weights and torch.is_grad_enabled() and self._needs_graph(x, pair_vecs):
@@ -140,7 +140,7 @@ class DenseCN3Conv(CN3Parts, nn.Module):
                                            impl=self.impl, need_alpha=return_attention_weights,
                                            edge_weights=self.edge_weights,
                                            energy_form=self.energy_form)  # (B, N, H*C), (B, H, N, N)
-        out = self._update(x, values, message)  # (B, N, H*C) or (B, N, C)
+        out = self._update(gate, values, message)  # (B, N, H*C) or (B, N, C)
         out = out.masked_fill(~mask.unsqueeze(-1), 0.0)  # padded nodes: zero
         if single:
             out, alpha = out.squeeze(0), None if alpha is None else alpha.squeeze(0)

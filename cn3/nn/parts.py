@@ -77,10 +77,21 @@ class CN3Parts:
         glorot(self.att)
         zeros(self.bias)
 
-    def _node_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(W_q x, W_k x, P x)``: ``(..., e)``, ``(..., e)``, ``(..., H*C)``."""
-        values = x if self.lin is None else self.lin(x)  # (..., H*C)  h = P x
-        return self.lin_query(x), self.lin_key(x), values  # W_q x_i, W_k x_k
+    def _node_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """``(W_q x, W_k x, P x, W_g x + b_g)``: ``(..., e)``, ``(..., e)``, ``(..., H*C)``, ``(..., H*C)``
+        (None without the gate), as one matrix product over the stacked weights: one pass over ``x``
+        forward and backward instead of four (a lazy layer's first call runs them one by one)."""
+        linears = [self.lin_query, self.lin_key, self.lin, self.lin_gate]
+        present = [lin for lin in linears if lin is not None]
+        if any(isinstance(lin.weight, nn.parameter.UninitializedParameter) for lin in present):
+            outs = [lin(x) for lin in present]  # materialises the lazy weights
+        else:
+            stacked = torch.cat([lin.weight for lin in present])  # (2e + [H*C] + [H*C], F)
+            outs = list(torch.matmul(x, stacked.T).split([lin.weight.shape[0] for lin in present], dim=-1))
+        query, key = outs[0], outs[1]  # W_q x_i, W_k x_k
+        values = x if self.lin is None else outs[2]  # (..., H*C)  h = P x
+        gate = None if self.lin_gate is None else outs[-1] + self.lin_gate.bias  # (..., H*C)  W_g x + b_g
+        return query, key, values, gate
 
     def _check_edges(self, edge_type: Tensor | None, edge_attr: Tensor | None) -> None:
         if (edge_type is not None) != bool(self.edge_types):
@@ -90,14 +101,14 @@ class CN3Parts:
             raise ValueError(f"layer built with edge_dim={self.edge_dim}; edge_attr is "
                              f"{'missing' if edge_attr is None else 'unexpected'}")
 
-    def _update(self, x: Tensor, values: Tensor, message: Tensor) -> Tensor:
-        """The gated update, the heads' combination and the bias: ``(..., F)``, ``(..., H*C)``,
-        ``(..., H*C)`` -> ``(..., H*C)`` (``concat``) or ``(..., C)`` (the heads' mean)."""
+    def _update(self, gate: Tensor | None, values: Tensor, message: Tensor) -> Tensor:
+        """The gated update, the heads' combination and the bias: ``W_g x + b_g`` (None without the
+        gate), ``(..., H*C)``, ``(..., H*C)`` -> ``(..., H*C)`` (``concat``) or ``(..., C)`` (the heads' mean)."""
         message = F.dropout(message, self.dropout, self.training)  # h~ (dropout on the message)
-        if self.lin_gate is None:
+        if gate is None:
             out = message  # x' = h~
         else:
-            gate = torch.sigmoid(self.lin_gate(x))  # (..., H*C)  g = sigmoid(W_g x + b_g)
+            gate = torch.sigmoid(gate)  # (..., H*C)  g = sigmoid(W_g x + b_g)
             out = gated_mix(message, values, gate)  # (..., H*C)  g h~ + (1 - g) h
         if not self.concat:
             out = out.unflatten(-1, (self.heads, self.out_channels)).mean(dim=-2)  # (..., C)
