@@ -5,26 +5,30 @@ once, in ``<grid>/gold/<split>.<sha256>.json.xz``; each cell's predictions file
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import lzma
 import os
-import re
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-import yaml
-from rich.text import Text
-from cn3.util.errors import RunError
-from cn3.util.atomic import atomic_write, atomic_write_text
-from cn3.util.console import console
-from cn3.util.locking import exclusive_now, held
+
 from cn3.runs.layout import RunDir
-from cn3.runs.records import (GOLD_FORMAT, METRICS, SHARED_GOLD_FORMAT, _apply, _find_gold, _flat, _gold_ref, _read_xz_json,
-                              load_predictions, read_results)
+from cn3.runs.records import (
+    GOLD_FORMAT,
+    METRICS,
+    SHARED_GOLD_FORMAT,
+    apply_differences,
+    find_gold,
+    flat_items,
+    gold_ref,
+    load_predictions,
+    read_results,
+    read_xz_json,
+)
+from cn3.util.atomic import atomic_write, atomic_write_text
+from cn3.util.errors import RunError
+from cn3.util.locking import exclusive_now
 
 
 @dataclass
@@ -67,7 +71,7 @@ def _gold_payload(kind: str, gold: list) -> dict:
     """A shared gold file's content: sentences as they are, labels and tags as ids into its own table."""
     if kind == "text":
         return {"format": GOLD_FORMAT, "kind": kind, "gold": list(gold)}
-    flat = _flat(kind, gold)
+    flat = flat_items(kind, gold)
     labels = sorted(set(flat))
     index = {label: i for i, label in enumerate(labels)}
     payload = {"format": GOLD_FORMAT, "kind": kind, "labels": labels, "gold": [index[x] for x in flat]}
@@ -81,7 +85,7 @@ def _pred_part(kind: str, gold: list, pred: list) -> dict:
     if kind == "text":
         return {"pred": list(pred)}
     at, values, last = [], [], 0
-    for i, (g, p) in enumerate(zip(_flat(kind, gold), _flat(kind, pred))):
+    for i, (g, p) in enumerate(zip(flat_items(kind, gold), flat_items(kind, pred))):
         if g != p:
             at.append(i - last)
             values.append(p)
@@ -145,7 +149,7 @@ def _compact(run: Path, store: Path, also: tuple[Path, ...], write: bool, stats:
         path = run / entry["path"]
         if not path.is_file():
             continue  # a split whose predictions the records do not keep (docs/runs/.gitignore)
-        payload, _ = _read_xz_json(path)
+        payload, _ = read_xz_json(path)
         if isinstance(payload, dict) and payload.get("format") == SHARED_GOLD_FORMAT:
             _relink(run, split, path, payload, store, also, write, stats)
             continue
@@ -158,7 +162,7 @@ def _compact(run: Path, store: Path, also: tuple[Path, ...], write: bool, stats:
                    "gold": {"path": Path(os.path.relpath(gold_path, run)).as_posix(), "sha256": sha,
                             "items": len(before.gold)},
                    **_pred_part(kind, before.gold, before.pred)}
-        if _apply(kind, before.gold, compact, path) != before.pred:  # never write what does not read back
+        if apply_differences(kind, before.gold, compact, path) != before.pred:  # never write what does not read back
             raise AssertionError(f"{path}: the compacted predictions do not read back as the original")
         blob = _xz(_dumps(compact))
         if not gold_path.is_file() or _sha_of(gold_path) != sha:
@@ -186,10 +190,10 @@ def _sha_of(path: Path) -> str | None:
 def _relink(run: Path, split: str, path: Path, payload: dict, store: Path, also: tuple[Path, ...], write: bool,
             stats: Compaction) -> None:
     """A compacted file whose gold is not where it says: copied into ``store`` from where it is found."""
-    ref = _gold_ref(payload, path)
+    ref = gold_ref(payload, path)
     if (run / ref["path"]).is_file():
         return
-    found = _find_gold(run, ref, path, also)
+    found = find_gold(run, ref, path, also)
     target = store / Path(ref["path"]).name
     if not target.is_file():
         data = found.read_bytes()

@@ -22,26 +22,21 @@ the final predictions and learning curves.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import lzma
-import os
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
+
 import yaml
 from rich.text import Text
-from cn3.util.errors import RunError
+
+from cn3.runs.records import METRICS, PREDICTIONS_FORMAT, RESULTS_FILE, encode_predictions
 from cn3.util.atomic import atomic_write, atomic_write_text
 from cn3.util.console import console
+from cn3.util.errors import RunError
 from cn3.util.locking import exclusive_now, held
-from cn3.runs.records import METRICS, PREDICTIONS_FORMAT, RESULTS_FILE, _encode
-
-
 
 
 class RunDir:
@@ -121,7 +116,7 @@ class RunDir:
                           task: str) -> dict:
         """Write ``predictions/<split>.json.xz`` atomically (see the module docstring); returns its entry
         for ``results.json["predictions"]``, which tells a reader how to score the file."""
-        payload = {"format": PREDICTIONS_FORMAT, **_encode(METRICS[metric], gold, pred)}
+        payload = {"format": PREDICTIONS_FORMAT, **encode_predictions(METRICS[metric], gold, pred)}
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         relative = f"{self.predictions.name}/{split}.json.xz"
         # xz holds no timestamp: the same predictions give the same bytes (records diff cleanly)

@@ -16,18 +16,10 @@ import json
 import lzma
 import os
 import re
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-import yaml
-from rich.text import Text
-from cn3.util.errors import RunError
-from cn3.util.atomic import atomic_write, atomic_write_text
-from cn3.util.console import console
-from cn3.util.locking import exclusive_now, held
 
+from cn3.util.errors import RunError
 
 #: the file whose presence marks a finished run (what a search for finished runs globs for)
 RESULTS_FILE = "results.json"
@@ -78,7 +70,7 @@ class Predictions:
     pred: list
 
 
-def _encode(kind: str, gold: list, pred: list) -> dict:
+def encode_predictions(kind: str, gold: list, pred: list) -> dict:
     """gold/pred as ids into one label table (labels, tags) or as they are (sentences)."""
     if len(gold) != len(pred):
         raise ValueError(f"{len(gold)} gold items but {len(pred)} predictions")
@@ -98,7 +90,7 @@ def _encode(kind: str, gold: list, pred: list) -> dict:
 
 
 def _decode(payload, kind: str, path: Path) -> tuple[list, list]:
-    """The inverse of :func:`_encode`, checking every field (a bad file names itself and the field)."""
+    """The inverse of :func:`encode_predictions`, checking every field (a bad file names itself and the field)."""
     if not isinstance(payload, dict) or payload.get("format") != PREDICTIONS_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise RunError(f"{path}: not a cn3 predictions file (format {found!r}, expected {PREDICTIONS_FORMAT!r} "
@@ -257,7 +249,9 @@ def load_predictions(run: str | Path, split: str) -> Predictions:
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def _read_xz_json(path: Path) -> tuple[object, bytes]:
+def read_xz_json(path: Path) -> tuple[object, bytes]:
+    """The JSON value of an xz-compressed file and its decompressed bytes; :class:`RunError` naming ``path``
+    when it is not xz or not JSON."""
     try:
         raw = lzma.decompress(path.read_bytes())
         return json.loads(raw.decode("utf-8")), raw
@@ -265,7 +259,8 @@ def _read_xz_json(path: Path) -> tuple[object, bytes]:
         raise RunError(f"{path}: not xz-compressed JSON ({err})") from None
 
 
-def _flat(kind: str, items: list) -> list:
+def flat_items(kind: str, items: list) -> list:
+    """Items as one flat list: the tags of every sentence one after another for ``tags``, else a copy."""
     return [t for tags in items for t in tags] if kind == "tags" else list(items)
 
 
@@ -279,7 +274,9 @@ def _regroup(kind: str, flat: list, lengths: list[int]) -> list:
     return out
 
 
-def _gold_ref(payload: dict, path: Path) -> dict:
+def gold_ref(payload: dict, path: Path) -> dict:
+    """The checked ``"gold"`` reference of a compacted predictions file (path, sha256, items); :class:`RunError`
+    naming ``path`` when it is malformed."""
     ref = payload.get("gold")
     if not (isinstance(ref, dict) and isinstance(ref.get("path"), str) and isinstance(ref.get("items"), int)
             and isinstance(ref.get("sha256"), str) and _SHA256.fullmatch(ref["sha256"])
@@ -289,7 +286,7 @@ def _gold_ref(payload: dict, path: Path) -> dict:
     return ref
 
 
-def _find_gold(run: Path, ref: dict, path: Path, also: tuple[Path, ...] = ()) -> Path:
+def find_gold(run: Path, ref: dict, path: Path, also: tuple[Path, ...] = ()) -> Path:
     """The shared gold file ``ref`` names: at its recorded path, else in a ``gold/`` folder of the run or of
     any folder above it (a grid moved or copied whole), else the same for each run of ``also``."""
     name = Path(ref["path"]).name
@@ -310,7 +307,7 @@ def _load_gold(gold_path: Path, ref: dict, kind: str, path: Path) -> list:
     """The gold items of a shared file (checked against the sha256 that ``path`` names; read once a process)."""
     sha = ref["sha256"]
     if sha not in _GOLD_CACHE:
-        payload, raw = _read_xz_json(gold_path)
+        payload, raw = read_xz_json(gold_path)
         if hashlib.sha256(raw).hexdigest() != sha:
             raise RunError(f"{gold_path}: its content is not the gold {path} names (sha256 {sha[:12]}...): "
                               "the file was changed or replaced")
@@ -345,13 +342,14 @@ def _decode_shared(payload: dict, kind: str, path: Path, run: Path) -> tuple[lis
     """gold/pred of a compacted file (SHARED_GOLD_FORMAT), its gold read from the shared file it names."""
     if payload.get("kind") != kind:
         raise RunError(f"{path}: holds {payload.get('kind')!r} predictions, but its metric scores {kind}")
-    ref = _gold_ref(payload, path)
-    gold = _load_gold(_find_gold(run, ref, path), ref, kind, path)
-    return gold, _apply(kind, gold, payload, path)
+    ref = gold_ref(payload, path)
+    gold = _load_gold(find_gold(run, ref, path), ref, kind, path)
+    return gold, apply_differences(kind, gold, payload, path)
 
 
-def _apply(kind: str, gold: list, payload: dict, path: Path) -> list:
-    """The predictions of a compacted file, given its gold."""
+def apply_differences(kind: str, gold: list, payload: dict, path: Path) -> list:
+    """The predictions of a compacted file, given its gold: the gold with the recorded differences applied;
+    :class:`RunError` naming ``path`` when ``"pred"`` or ``"labels"`` is malformed."""
     pred = payload.get("pred")
     if kind == "text":
         if not (isinstance(pred, list) and len(pred) == len(gold) and all(isinstance(x, str) for x in pred)):
@@ -363,7 +361,7 @@ def _apply(kind: str, gold: list, payload: dict, path: Path) -> list:
     if not (isinstance(pred, dict) and isinstance(pred.get("at"), list) and isinstance(pred.get("ids"), list)
             and len(pred["at"]) == len(pred["ids"])):
         raise RunError(f'{path}: "pred" must be {{"at": [...], "ids": [...]}} of one length')
-    flat = _flat(kind, gold)
+    flat = flat_items(kind, gold)
     at = 0
     for k, (step, i) in enumerate(zip(pred["at"], pred["ids"])):
         if not (isinstance(step, int) and step >= (0 if k == 0 else 1) and at + step < len(flat)):
