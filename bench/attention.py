@@ -8,7 +8,7 @@
    multi-head attention with the same projections (:class:`cn3.layers.transformer.MultiHeadAttention`,
    the same code path minus the local distribution, the gate and the mix) on the same input
    ``(B, N, d)`` with a padding mask, attention dropout ``--dropout`` in training mode. Target:
-   ratio <= 1.05 (issue 15: the local softmax runs on the ``2m + 1`` band entries of each row, the
+   ratio <= 1.05 (the local softmax runs on the ``2m + 1`` band entries of each row, the
    mix rides on the dropout passes; what remains is the ``d -> 1`` gate and work on the band).
    ``local`` and ``concat`` are shown too, and ``torch.nn.MultiheadAttention`` as an outside reference.
 2. ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk size 8) tokens/s against ``torch.nn.LSTM``

@@ -1,4 +1,4 @@
-"""CN3 layer on a GPU: its three attention paths against ``torch.nn.MultiheadAttention`` (issue 30).
+"""CN3 layer on a GPU: its three attention paths against ``torch.nn.MultiheadAttention``.
 
     python3 bench/gpu_layers.py --json gpu_layers.json     # on a CUDA machine: the whole table, < 3 min on an H100
     .venv/bin/python bench/gpu_layers.py --quick           # CPU smoke run at tiny sizes (no fused column
@@ -33,7 +33,7 @@ backward), at the card's rate (:data:`CARDS`: SMs x 16 SFU results per clock x c
 twice that, ``tanh.approx.bf16x2``), and the ratio of the time to it (``x floor``). A card not in
 :data:`CARDS`, and the CPU, show no floor.
 
-``--json PATH`` writes every figure, the targets of issue 30 with their verdicts, the device, the
+``--json PATH`` writes every figure, the targets with their verdicts, the device, the
 torch and triton versions and the wall time.
 """
 

@@ -1,4 +1,4 @@
-"""NMT encoder layers on a GPU (issue 31, points 4 and 5): hybrid against Transformer, ON-LSTM against
+"""NMT encoder layers on a GPU: hybrid against Transformer, ON-LSTM against
 cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one process.
 
     python3 bench/gpu_nmt_layers.py --json OUT/gpu_nmt_layers.json    # on a CUDA machine, < 90 s on an H100
@@ -9,7 +9,7 @@ cuDNN's LSTM, in fp32 and under bf16 autocast, forward + backward, in one proces
    Transformer encoder layer (the same layer around :class:`cn3.layers.transformer.MultiHeadAttention`),
    pre-norm, feed-forward 4d, dropout and attention dropout 0.1, training mode, a padding mask with
    lengths in ``[N/2, N]``, at ``B x N x d`` = 64x25x256 (4 heads), 32x50x512, 8x200x512, 128x30x512
-   (8 heads). Target (issue 31): hybrid / Transformer <= 1.10. The hybrid layer runs its default
+   (8 heads). Target: hybrid / Transformer <= 1.10. The hybrid layer runs its default
    (on CUDA the SDPA path) and, as ``hybrid-weights``, the weights path (``sdpa="never"``), the one
    the CPU runs, so that the gain of the SDPA path is measured beside it.
 2. The ON-LSTM layer (:class:`cn3.layers.onlstm.ONLSTM`, chunk 8, input = hidden = d) against

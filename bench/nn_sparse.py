@@ -5,8 +5,8 @@
 
 Both layers run in one process, one thread, on the same graph and features, alternating; each
 repeat times one forward and backward (loss ``out.square().mean()``) of each. Reported: the median
-time of each and the median over the back-to-back pairs of CN3Conv / GATv2Conv. Shapes (``300 -> 100``,
-the issue's): batches of complete graphs (self-loops included, as each layer adds them) and one
+time of each and the median over the back-to-back pairs of CN3Conv / GATv2Conv. Shapes (``300 -> 100``):
+batches of complete graphs (self-loops included, as each layer adds them) and one
 random graph of 10,000 nodes and 50,000 edges. ``heads=1`` (100 channels) and ``heads=4`` (4 x 25).
 The CN3 score is GATv2's family with a gate on top: ``u^T tanh(W_q x_i + W_k x_j)`` against
 ``a^T LeakyReLU(W_l x_j + W_r x_i)``, so the extra work is the gate ``W_g x`` and ``sigmoid``/``tanh``.

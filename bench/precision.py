@@ -1,4 +1,4 @@
-"""bf16 autocast against fp32, forward + backward, in one process (issue "Scale out").
+"""bf16 autocast against fp32, forward + backward, in one process.
 
     .venv/bin/python bench/precision.py                 # layers, then whole training steps
     .venv/bin/python bench/precision.py --quick         # fewer repeats, no Transformer-base shapes
@@ -7,7 +7,7 @@
 1. Layers (``train.precision=bf16`` runs exactly this: the forward pass under
    ``torch.autocast(device, bfloat16)``, the backward pass following its dtypes, fp32 parameters):
    the CN3 dynamic-graph layer at the four shapes of ``bench/cn3_layer.py`` (d=300, energy 100;
-   with ``nn.MultiheadAttention`` in fp32 as the outside reference the issue's targets name), the
+   with ``nn.MultiheadAttention`` in fp32 as the outside reference the targets name), the
    NMT Transformer encoder layer and the hybrid local/global layer (pre-norm, 4/8 heads), and the
    ON-LSTM layer (chunk 8). The same module runs in fp32 and in bf16, alternating call by call, so
    both see the same machine load; ratio = median over back-to-back pairs of fp32 time / bf16 time
@@ -17,7 +17,7 @@
    (``cn3/configs/nmt/small.yaml``, hybrid encoder, target tokens/s). Two copies of the model with
    the same init take the same batches in turn, one in fp32 and one under bf16 autocast.
 
-Targets (the issue): whole-training speed-up >= 1.5x for the NMT small config and >= 1.3x for SNLI;
+Targets: whole-training speed-up >= 1.5x for the NMT small config and >= 1.3x for SNLI;
 the CN3 layer in bf16 <= 3x MHA at 1 x 1000 and <= 5x at 1 x 2500.
 """
 
@@ -87,7 +87,7 @@ def bench_layers(args) -> None:
         cn3 = DynamicGraphLayer(300, energy_dim=100)
         mha = nn.MultiheadAttention(300, 1, batch_first=True)
         f, h, r = pair_race(layer_step(cn3, x, mask, lambda m, x, k: m(x, k)[0]), warmup, repeats)
-        # the issue's reference: fp32 MHA, timed back to back with the bf16 CN3 layer
+        # the targets' reference: fp32 MHA, timed back to back with the bf16 CN3 layer
         mha_fp32, cn3_bf16, _ = pair_race(
             _against(layer_step(mha, x, None, lambda m, x, k: m(x, x, x, need_weights=False)[0]),
                      layer_step(cn3, x, mask, lambda m, x, k: m(x, k)[0])), warmup, repeats)

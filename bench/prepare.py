@@ -3,7 +3,7 @@ relative to raw ``nlp.pipe`` on the same pretokenized docs, measured in this one
 
     .venv/bin/python bench/prepare.py [--data ROOT] [--spacy-sentences 3000] [--repeats 3]
 
-Targets (issue "Foundation and cn3 prepare"): gold pipeline >= 5,000 sentences/s; spaCy annotator
+Targets: gold pipeline >= 5,000 sentences/s; spaCy annotator
 within 1.2x of raw nlp.pipe.
 """
 

@@ -1,5 +1,5 @@
 """Training throughput with 1 and 2 processes x threads on this machine, and what to expect on more
-cores or GPUs (issue "Scale out").
+cores or GPUs.
 
     CN3_DATA=/work/shared/data .venv/bin/python bench/processes.py --quick   # 60/20 updates, 2 rounds
     CN3_DATA=/work/shared/data .venv/bin/python bench/processes.py           # 120/40 updates, 3 rounds

@@ -4,7 +4,7 @@
 
 Prints pairs/s for the full training step (collate + forward + backward + AdaDelta update) and,
 as the same-process reference, the paper's BiLSTM-only ablation on the same batches, so the ratio
-shows what the dynamic graph layer costs. Target (issue "The CN3 learner"): >= 600 pairs/s.
+shows what the dynamic graph layer costs. Target: >= 600 pairs/s.
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data
 
-SIDES = ("a", "b")
-
 
 def edge_types_from_heads(head: torch.Tensor, deprel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Directed, typed arcs of one dependency tree.

@@ -25,7 +25,7 @@
 # Steps and what summary.json keeps of each (beside its status, exit code and seconds):
 #   env          torch, CUDA and device names
 #   cuda_tests   tests/train/test_cuda_paths.py and every test file with CUDA-only tests, -k cuda: passed/failed/skipped
-#   gpu_layers   bench/gpu_layers.py --json: CN3 blockwise/dense/fused against nn.MultiheadAttention (issue 30)
+#   gpu_layers   bench/gpu_layers.py --json: CN3 blockwise/dense/fused against nn.MultiheadAttention
 #   gpu_nmt_layers  bench/gpu_nmt_layers.py --json: hybrid against the Transformer layer, ON-LSTM against nn.LSTM
 #   trec         cn3 train --task trec (the shipped config): seconds, steps, dev and test accuracy
 #   steps        the sentence training step (SNLI, TREC), host-built batches against train.device_batches:

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cn3.config import ConfigError
 from cn3.experiment.launchers import Launcher, LocalLauncher
 from cn3.experiment.runner import FAILED, CellState
 from cn3.experiment.spec import Cell, ExperimentSpec
@@ -172,36 +171,3 @@ def failure_lines(run_dir: Path) -> list[str]:
     return [line for line in failed.get("log_tail", [])[-3:] if line.strip()] + (
         [failed["error"]] if failed.get("error") else [])
 
-
-def run_experiment(spec: str | Path | ExperimentSpec, out: str | Path = DEFAULT_OUT, budget: str | None = None,
-                   only: dict[str, set[str]] | None = None, *, launcher: Launcher | None = None,
-                   jobs: int | None = None, threads: int | None = None, reuse: bool = True) -> GridOutcome:
-    """Train every cell of a spec's grid that is not finished, as ``cn3 experiment run``.
-
-    Every cell's config is checked before anything trains; a finished cell is skipped, an interrupted
-    one continues, a failed one is recorded (``RUN/cell.failed``) and the grid goes on. A spec with a
-    ``tune`` block trains its tuning cells first, then every seed with the option that won.
-
-    Args:
-        spec: a spec, its YAML file, or the name of a shipped one.
-        out: where grids live.
-        budget: a budget of the spec (e.g. ``smoke``), or None.
-        only: restrict to some cells (:class:`Experiment`).
-        launcher, jobs, threads, reuse: as :meth:`Experiment.run`.
-
-    Returns:
-        The :class:`GridOutcome`.
-
-    Raises:
-        ConfigError: a bad spec or budget; no cell selected; a variant that sets family options its
-            encoder does not read; a cell's config that does not resolve.
-        KeyboardInterrupt: Ctrl-C or SIGTERM, every running cell saved.
-    """
-    from cn3.experiment.spec import check_variant_options
-
-    experiment = Experiment.load(spec, out, budget, only)
-    if not experiment.cells():
-        wanted = " ".join(f"{key}={','.join(sorted(values))}" for key, values in experiment.only.items())
-        raise ConfigError(f"no cell of {experiment.spec.name} matches {wanted}")
-    check_variant_options(experiment.spec)
-    return experiment.run(launcher, jobs, threads, reuse)

@@ -112,7 +112,6 @@ class RunKind:
 
 SENTENCE = RunKind("sentence", ("train",), SENTENCE_CHECKPOINT)
 TRANSLATION = RunKind("translation", ("nmt", "train"), TRANSLATION_CHECKPOINT)
-RUN_KINDS = {kind.name: kind for kind in (SENTENCE, TRANSLATION)}
 
 
 def kind_of_task(task: str) -> RunKind:

@@ -101,10 +101,3 @@ class LoopConfig:
             return self.device_batches
         return device.type == "cuda" and nbytes <= DEVICE_BATCHES_MIB * 2**20
 
-
-#: Loop settings a resumed run may change (how long to go on, how often to checkpoint or log, how
-#: many CPU threads or loader workers, whether to write TensorBoard scalars: none changes what is
-#: computed); anything else must match the run.
-RESUMABLE_CHANGES = {("train", "epochs"), ("train", "max_steps"), ("train", "patience"),
-                     ("train", "num_threads"), ("train", "checkpoint_every"), ("train", "log_every"),
-                     ("train", "tensorboard"), ("train", "loader_workers"), ("train", "device_batches")}

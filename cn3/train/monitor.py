@@ -82,7 +82,7 @@ class RunningLoss:
         self._read: float | None = 0.0
 
     def add(self, loss: torch.Tensor, count: int) -> None:
-        """``loss``: summed over ``count`` items or tokens (:meth:`TaskAdapter.train_step`)."""
+        """``loss``: summed over ``count`` items or tokens (:func:`cn3.train.trainer.train_step`)."""
         self.sum += loss
         self.count += count
         self._read = None

@@ -1,4 +1,4 @@
-"""CN3's options beyond the paper (issue 17, "the learned graphs are stars"): several energy heads
+"""CN3's options beyond the paper (against learned graphs that are stars): several energy heads
 (``model.energy_heads``), the clipped relative position as an edge attribute
 (``model.relative_positions``) and the absolute position as a node attribute (``model.position_dim``).
 Each against a literal reference; off, each leaves the paper's model as it was."""

@@ -1,4 +1,4 @@
-"""scripts/gpu_claims.sh, the script a lent GPU runs for issue 32's cells, on the CPU with one smoke
+"""scripts/gpu_claims.sh, the script a lent GPU runs for the grids' GPU cells, on the CPU with one smoke
 round: it trains the round, probes a run once its checkpoint exists, skips a round the budget cannot
 hold, and packs the records and probes without checkpoints (what comes back from the GPU machine)."""
 

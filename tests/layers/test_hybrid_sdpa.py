@@ -1,4 +1,4 @@
-"""The SDPA path of hybrid attention (issue 31): two fused attentions and a lerp, the CUDA default,
+"""The SDPA path of hybrid attention: two fused attentions and a lerp, the CUDA default,
 forced here on the CPU (``sdpa="always"``) and compared with the weights path (``"never"``)."""
 
 from __future__ import annotations

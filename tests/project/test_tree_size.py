@@ -40,7 +40,7 @@ def test_no_run_output_that_records_do_not_keep_is_tracked():
 
 
 # ---------------------------------------------------------------------------------------------------
-# The budget after the grids issue 32 still adds (point 5): the cells below, each at the size a cell of
+# The budget after the grids still to add: the cells below, each at the size a cell of
 # its grid and task takes in the tree once compacted (cn3.runs.compaction.compact_run, which the runner applies
 # to every cell it finishes), measured here; a task with no cell yet at an estimate.
 
@@ -60,7 +60,7 @@ class Planned:
 
 LIU_ROWS = ("nbow", "cnn", "rnn", "lstm", "treelstm", "pdgraph", "selfatt1", "selfatt2", "selfatt3", "cn3", "cn3+pos",
             "cn3+char", "cn3-dep", "cn3+char+spell")
-FIRST = ("lstm", "pdgraph", "cn3")  # the rows issue 32 asks on the six tasks the cpu budget lacks
+FIRST = ("lstm", "pdgraph", "cn3")  # the rows asked first on the six tasks the cpu budget lacks
 PLANNED = [
     # (a) Hao et al. Table 1 at the paper's layer counts, Table 2's both orders: 5 seeds each
     Planned("hao-table1", "multi30k", ("san", "lstm", "onlstm", "lstm+san", "onlstm+san", "onlstm+san-noshortcut",
