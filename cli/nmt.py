@@ -13,6 +13,7 @@ from cli.errors import user_errors
 from cli.train import Device, warn_ignored_options
 from cn3.runs.kinds import TRANSLATION
 from cn3.util.console import console
+from cn3.util.encoder_names import encoders_serving
 
 nmt_app = typer.Typer(
     name="nmt",
@@ -24,11 +25,9 @@ nmt_app = typer.Typer(
 )
 
 
-#: every encoder of the zoo that serves translation (`cn3 encoders`), in registry order. Spelled out so that
-#: the help renders without importing torch (the registry's modules build torch layers);
-#: tests/cli/test_cli_imports.py checks it against the registry.
-TRANSLATION_ENCODERS = ("nbow", "cnn", "rnn", "lstm", "selfatt1", "selfatt2", "transformer", "cn3", "hybrid", "local",
-                        "onlstm", "onlstm_san", "lstm_san")
+#: every encoder of the zoo that serves translation (`cn3 encoders`), in registry order, read from the
+#: encoders' source so that the help renders without importing torch (:mod:`cn3.util.encoder_names`)
+TRANSLATION_ENCODERS = encoders_serving("translation")
 Encoder = Enum("Encoder", {name: name for name in TRANSLATION_ENCODERS}, type=str)
 
 

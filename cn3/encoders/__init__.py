@@ -1,19 +1,13 @@
 """The encoder zoo: every sentence encoder of the three papers behind one interface and one registry.
 
-Importing this package registers them all (see :mod:`cn3.encoders.registry` for the interface).
+Importing this package registers them all (see :mod:`cn3.encoders.registry` for the interface): every
+module of the package is imported, in name order, so a new encoder is one module with its ``@register``
+(:mod:`cn3.util.encoder_names` reads the same modules' names and levels without importing torch).
 """
 
-from cn3.encoders import (  # noqa: F401  (imported for their registrations)
-    bag,
-    cn3_encoder,
-    cnn,
-    lstmn,
-    pdgraph,
-    recurrent,
-    san,
-    self_attentive,
-    treelstm,
-)
+import importlib
+import pkgutil
+
 from cn3.encoders.registry import (  # noqa: F401
     ENCODERS,
     EncoderArgs,
@@ -25,3 +19,6 @@ from cn3.encoders.registry import (  # noqa: F401
     ignored_options,
     ignored_overrides,
 )
+
+for _module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")

@@ -24,10 +24,7 @@ from torch import nn
 
 from cn3.config import ConfigError, parse_override
 from cn3.encoders.options import FAMILIES, family_options, with_encoder_options
-
-LEVELS = ("graph", "pair", "node", "translation")
-LEVEL_NAMES = {"graph": "sentence", "pair": "pair", "node": "tagging", "translation": "translation"}
-SENTENCE_LEVELS = ("graph", "pair", "node")
+from cn3.util.encoder_names import LEVEL_NAMES, LEVELS, SENTENCE_LEVELS  # noqa: F401  (re-exported)
 
 #: The self-attention settings both model sections (sentence and translation) spell as EncoderArgs does
 SHARED_KEYS = ("heads", "ff", "dropout", "attention_dropout", "norm")
