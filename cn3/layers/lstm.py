@@ -38,6 +38,7 @@ def _float(x):
 class LSTM(nn.LSTM):
     """``nn.LSTM`` (same arguments); under CPU bf16 autocast without a oneDNN bf16 LSTM, float32."""
 
+    @torch.compiler.disable  # eager inside a compiled step (run_direction says why)
     def forward(self, input, hx=None):  # noqa: A002 - nn.LSTM's own argument name
         data = input.data if isinstance(input, PackedSequence) else input
         if (data.device.type == "cpu" and torch.is_autocast_enabled("cpu")
@@ -51,6 +52,7 @@ _DIRECTION_CALLS = {"LSTM": torch._VF.lstm, "GRU": torch._VF.gru, "RNN_TANH": to
                     "RNN_RELU": torch._VF.rnn_relu}
 
 
+@torch.compiler.disable
 def run_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, reverse: bool) -> torch.Tensor:
     """One layer and direction of a ``batch_first`` ``rnn`` as a unidirectional call from zero states
     on that direction's own weights (``weight_ih_l{layer}[_reverse]``, ...): the same operator
@@ -61,6 +63,12 @@ def run_direction(rnn: nn.RNNBase, x: torch.Tensor, layer: int, reverse: bool) -
 
     WHY torch's ``_VF`` call rather than a module: the direction's weights stay those of ``rnn``, so
     the parameters, their initialisation and the state-dict keys do not change.
+
+    WHY ``torch.compiler.disable``: inside a compiled step this call runs eagerly (cuDNN on CUDA)
+    between the compiled pieces. Traced, AOTAutograd decomposes ``aten.lstm`` in training into one
+    cell per time step, so the graphs grow with the length (thousands of nodes at 128) and inductor
+    spends minutes on each (bucket, batch size); run eagerly, the pieces around it are a few nodes at
+    every length (``tests/train/test_compiled_rnn.py``; ``docs/gpu.md``, "The compiled step").
     """
     suffix = f"_l{layer}" + ("_reverse" if reverse else "")
     weights = [getattr(rnn, name) for name in rnn._flat_weights_names if name.endswith(suffix)]

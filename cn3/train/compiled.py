@@ -17,6 +17,10 @@ compilations are bounded by twice the number of buckets used (:func:`recompile_l
 Host syncs: none in the compiled forward (the recurrent encoders take the padded path of
 :func:`cn3.layers.packed.run_packed` while compiling). The Tree-LSTM, which walks a tree's levels on
 the host by design, is the exception: it compiles in pieces around those reads.
+
+Recurrent layers: not compiled. Each LSTM/GRU direction is ``torch.compiler.disable``d
+(:func:`cn3.layers.lstm.run_direction`) and runs eagerly (cuDNN on CUDA) between compiled pieces, whose
+size then does not grow with the length (``docs/gpu.md``, "train.compile").
 """
 
 from __future__ import annotations
