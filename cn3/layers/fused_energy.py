@@ -37,7 +37,8 @@ message sum's accumulator takes 320 columns of registers rather than 512, which 
 compile without spills.
 
 ``tanh=`` (:data:`cn3.layers.triton_common.TANH_FORMS`): on CUDA by default the special-function
-unit's ``tanh.approx.f32`` (``tanh.approx.bf16x2`` under bf16), one instruction through
+unit's ``tanh.approx.f32`` (``tanh.approx.bf16x2`` under bf16 from sm_90; the exact libdevice form for
+bf16 below sm_90, where ptxas has no such instruction), one instruction through
 ``tl.inline_asm_elementwise``; the interpreter cannot run inline PTX, so there the kernels get the
 exact ``2 sigmoid(2x) - 1`` (:func:`cn3.layers.triton_common.default_tanh`) and other forms are refused.
 
@@ -65,6 +66,7 @@ from cn3.layers.triton_common import (
     block,
     check_tanh,
     default_tanh,
+    device_capability,
     dot_precision,
     ends,
     length_bucket,
@@ -516,12 +518,13 @@ def fused_additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tens
 
     Raises:
         ValueError: one of ``edge_vecs``/``edge_type`` without the other, a ``tanh`` form this process
-            cannot run, or CPU tensors outside Triton's interpreter.
+            or this GPU cannot run (``approx_bf16`` below sm_90), or CPU tensors outside Triton's interpreter.
     """
     if (edge_vecs is None) != (edge_type is None):
         raise ValueError("edge_vecs and edge_type go together")
-    tanh = tanh or default_tanh(query.dtype)
-    check_tanh(tanh)
+    capability = device_capability(query.device)
+    tanh = tanh or default_tanh(query.dtype, capability)
+    check_tanh(tanh, capability)
     compute = query.dtype
     heads_u = u if u.dim() == 2 else u.unsqueeze(0)  # (H, e/H)
     out, _, alpha = torch.ops.cn3.fused_additive_attention_fwd(

@@ -71,20 +71,40 @@ def load_tile(ptr, rows, cols, row_stride, ok_rows, ok_cols):
                    other=0.0).to(tl.float32)
 
 
-def default_tanh(dtype: torch.dtype) -> str:
-    """``sigmoid`` in the interpreter (the only form it runs); on CUDA the special-function unit:
-    ``approx_bf16`` for bf16 tiles, ``approx`` otherwise (fp64 tiles: ``libdevice``)."""
+#: The least CUDA compute capability each hardware form compiles for (PTX ISA, "tanh"): ptxas rejects
+#: ``tanh.approx.bf16x2`` below sm_90 and ``tanh.approx.f32`` below sm_75.
+TANH_MIN_CAPABILITY = {"approx": (7, 5), "approx_bf16": (9, 0)}
+
+
+def device_capability(device: torch.device) -> tuple[int, int] | None:
+    """``(major, minor)`` of a CUDA ``device``; None for any other device."""
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+
+
+def default_tanh(dtype: torch.dtype, capability: tuple[int, int] | None = None) -> str:
+    """The ``tanh`` form for tiles of ``dtype`` on a GPU of compute ``capability``: ``sigmoid`` in the
+    interpreter (the only form it runs); else the special-function unit where the GPU has the
+    instruction (``approx_bf16`` for bf16 tiles from sm_90, ``approx`` for fp32/fp16 tiles from
+    sm_75) and the exact ``libdevice`` form elsewhere (bf16 below sm_90, fp64, older GPUs, or an
+    unknown ``capability``).
+    """
     if INTERPRETING:
         return "sigmoid"
-    if dtype == torch.bfloat16:
-        return "approx_bf16"
-    return "libdevice" if dtype == torch.float64 else "approx"
+    form = {torch.bfloat16: "approx_bf16", torch.float32: "approx", torch.float16: "approx"}.get(dtype)
+    if form is None or capability is None or tuple(capability) < TANH_MIN_CAPABILITY[form]:
+        return "libdevice"
+    return form
 
 
-def check_tanh(tanh: str) -> None:
-    """Raises ``ValueError`` unless ``tanh`` is a form this process can run (:data:`TANH_FORMS`)."""
+def check_tanh(tanh: str, capability: tuple[int, int] | None = None) -> None:
+    """Raises ``ValueError`` unless ``tanh`` is a form this process can run (:data:`TANH_FORMS`) on a GPU
+    of compute ``capability`` (None: not checked; :data:`TANH_MIN_CAPABILITY`)."""
     if tanh not in TANH_FORMS or (INTERPRETING and tanh != "sigmoid"):
         raise ValueError(f"tanh must be one of {sorted(TANH_FORMS)} (only 'sigmoid' in the interpreter), got {tanh!r}")
+    need = TANH_MIN_CAPABILITY.get(tanh)
+    if need is not None and capability is not None and tuple(capability) < need:
+        raise ValueError(f"tanh={tanh!r} needs a GPU of compute capability sm_{need[0]}{need[1]} or newer; this one "
+                         f"is sm_{capability[0]}{capability[1]}: use 'libdevice' (exact) or leave tanh unset")
 
 
 def dot_precision(dtype: torch.dtype) -> str:

@@ -146,7 +146,7 @@ def test_fused_matches_dense_on_cuda(monkeypatch, heads, need_alpha):
     path on the same weights: states, weights and every gradient, with node attributes, edge types,
     padding, one node and an empty sentence."""
     from cn3.layers import fused_energy  # noqa: PLC0415
-    monkeypatch.setattr(fused_energy, "default_tanh", lambda dtype: "libdevice")
+    monkeypatch.setattr(fused_energy, "default_tanh", lambda dtype, capability=None: "libdevice")
     torch.manual_seed(0)
     fused = DynamicGraphLayer(64, attr_dim=8, n_edge_types=7, edge_dim=16, energy_dim=40, energy_heads=heads,
                               impl="fused").to(CUDA)
@@ -345,15 +345,56 @@ def test_fused_with_the_hardware_tanh_on_cuda():
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_default_tanh_is_the_special_function_unit_on_cuda():
-    """Outside the interpreter: ``tanh.approx.bf16x2`` for bf16 tiles, ``tanh.approx.f32`` for fp32 and
-    fp16, libdevice's for fp64; unknown forms are refused with the list."""
+def test_default_tanh_is_the_special_function_unit_where_the_gpu_has_it():
+    """Outside the interpreter: ``tanh.approx.bf16x2`` for bf16 tiles from sm_90 only (ptxas rejects it
+    below), the exact libdevice form for bf16 below; ``tanh.approx.f32`` for fp32 and fp16 from sm_75;
+    libdevice's for fp64 and an unknown GPU; forcing a form the GPU lacks is refused, naming it."""
     from cn3.layers.triton_common import INTERPRETING, check_tanh, default_tanh  # noqa: PLC0415
     if INTERPRETING:
         pytest.skip("this process runs Triton's interpreter")
-    assert [default_tanh(d) for d in (torch.bfloat16, torch.float32, torch.float16, torch.float64)] == [
-        "approx_bf16", "approx", "approx", "libdevice"]
+    dtypes = (torch.bfloat16, torch.float32, torch.float16, torch.float64)
+    assert [default_tanh(d, (9, 0)) for d in dtypes] == ["approx_bf16", "approx", "approx", "libdevice"]
+    assert [default_tanh(d, (10, 0)) for d in dtypes] == ["approx_bf16", "approx", "approx", "libdevice"]
+    assert [default_tanh(d, (8, 9)) for d in dtypes] == ["libdevice", "approx", "approx", "libdevice"]
+    assert [default_tanh(d, (8, 0)) for d in dtypes] == ["libdevice", "approx", "approx", "libdevice"]
+    assert [default_tanh(d, (7, 0)) for d in dtypes] == ["libdevice"] * 4
+    assert [default_tanh(d, None) for d in dtypes] == ["libdevice"] * 4
     for form in ("sigmoid", "libdevice", "approx", "approx_bf16"):
         check_tanh(form)
+        check_tanh(form, (9, 0))
+    for form in ("sigmoid", "libdevice", "approx"):
+        check_tanh(form, (8, 0))
+    with pytest.raises(ValueError, match="'approx_bf16' needs .* sm_90 .* this one is sm_80"):
+        check_tanh("approx_bf16", (8, 0))
+    with pytest.raises(ValueError, match="'approx' needs .* sm_75 .* this one is sm_70"):
+        check_tanh("approx", (7, 0))
     with pytest.raises(ValueError, match="tanh must be one of"):
         check_tanh("fast")
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_fused_attention_picks_and_checks_tanh_by_the_device_capability(monkeypatch):
+    """The op asks its tensors' GPU: on a forced sm_80 a bf16 call defaults to the exact form and a
+    forced ``approx_bf16`` is refused before any kernel compiles; on a forced sm_90 bf16 gets the
+    hardware form (the choice seen where the op is entered, no GPU needed)."""
+    from cn3.layers import fused_energy  # noqa: PLC0415
+    if fused_energy.INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter")
+    seen = []
+
+    def fake_op(*args):
+        seen.append(args[-1])  # the tanh form, the op's last argument
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(torch.ops.cn3, "fused_additive_attention_fwd", fake_op, raising=False)
+    q = torch.zeros(1, 2, 4, dtype=torch.bfloat16)
+    args = (q, q, torch.zeros(4, dtype=torch.bfloat16), torch.zeros(1, 2, 3, dtype=torch.bfloat16))
+    for capability, form in (((8, 0), "libdevice"), ((8, 6), "libdevice"), ((9, 0), "approx_bf16")):
+        monkeypatch.setattr(fused_energy, "device_capability", lambda device, c=capability: c)
+        with pytest.raises(RuntimeError, match="stop"):
+            fused_energy.fused_additive_attention(*args)
+        assert seen[-1] == form
+    monkeypatch.setattr(fused_energy, "device_capability", lambda device: (8, 0))
+    with pytest.raises(ValueError, match="sm_90"):
+        fused_energy.fused_additive_attention(*args, tanh="approx_bf16")
+    assert len(seen) == 3
