@@ -129,10 +129,11 @@ AUTOCAST_STEP_LOOP = frozenset({"cpu"})
 KERNELS = ("auto", "scan", "triton")
 #: The widest hidden size ``auto`` gives the Triton kernels. They split the hidden units over up to
 #: one program per SM (:func:`cn3.layers.onlstm_triton.plan`), so a wide layer at a small batch still
-#: keeps most SMs busy (batch 32, hidden 512: 4 row blocks x 16 column programs); above 1024 each
-#: step's recurrent product is large enough for cuBLAS in the plain scan. The rule is by shape and
-#: awaits a GPU measurement (docs/benchmarks.md, "Kernels: what is tuned").
-TRITON_AUTO_MAX_HIDDEN = 1024
+#: keeps most SMs busy (batch 32, hidden 512: 4 row blocks x 16 column programs). Wider layers run
+#: the plain scan under ``auto``: at hidden 1024 the backward spills registers when compiled for sm_90
+#: and no GPU has timed the kernels there; the bound rises only with a recorded GPU measurement
+#: (docs/benchmarks.md, "Kernels: what is tuned"). ``kernel="triton"`` still forces them at any width.
+TRITON_AUTO_MAX_HIDDEN = 512
 _triton_missing: list[str] = []  # the warning, once given
 
 
