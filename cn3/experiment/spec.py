@@ -48,7 +48,7 @@ from pathlib import Path
 
 from cn3.config import ConfigError, load_yaml
 from cn3.experiment.tuning import Tuning, choose, parse_tuning
-from cn3.runs.kinds import TRANSLATION_TASKS, RunKind, kind_of_task
+from cn3.kinds import TRANSLATION_TASKS, RunKind, kind_of_task
 
 #: shipped specs, found by name (``cn3 experiment run liu-table3``)
 SPEC_DIR = Path(__file__).resolve().parents[1] / "configs" / "experiments"
@@ -96,7 +96,7 @@ class Cell:
 
     @property
     def kind(self) -> RunKind:
-        """Sentence or translation (:mod:`cn3.runs.kinds`)."""
+        """Sentence or translation (:func:`cn3.kinds.kind_of_task`)."""
         return kind_of_task(self.task)
 
     def command(self, threads: int, resume: bool) -> list[str]:
@@ -119,7 +119,7 @@ class ExperimentSpec:
     baseline: str
     seeds: list[int]
     set: dict = field(default_factory=dict)
-    budgets: dict[str, dict] = field(default_factory=dict)
+    budgets: dict[str, Budget] = field(default_factory=dict)
     references: dict[str, dict] = field(default_factory=dict)
     description: str = ""
     tune: Tuning | None = None
@@ -133,18 +133,18 @@ class ExperimentSpec:
 
     def differences(self, budget: str | None = None) -> list[str]:
         """How the grid (under ``budget``) differs from the paper: the spec's lines, then the budget's."""
-        return [*self.differs, *self.budgets.get(budget, {}).get("differs", [])] if budget else list(self.differs)
+        return [*self.differs, *self.budgets[budget].differs] if budget in self.budgets else list(self.differs)
 
     def tuning(self, budget: str | None = None) -> Tuning | None:
         """The search the grid runs under ``budget`` (the budget's own ``tune`` if it has one)."""
-        if budget is not None and "tune" in self.budgets.get(budget, {}):
-            return self.budgets[budget]["tune"]
+        if budget in self.budgets and self.budgets[budget].has_tune:
+            return self.budgets[budget].tune
         return self.tune
 
     def task_folds(self, budget: str | None = None) -> dict[str, list[int]]:
         """The cross-validated tasks under ``budget`` and their folds (the budget's own ``folds`` if it has one)."""
-        if budget is not None and "folds" in self.budgets.get(budget, {}):
-            return self.budgets[budget]["folds"]
+        if budget in self.budgets and self.budgets[budget].folds is not None:
+            return self.budgets[budget].folds
         return self.folds
 
     def cells(self, out: Path, budget: str | None = None, only: dict[str, set[str]] | None = None) -> list[Cell]:
@@ -161,10 +161,10 @@ class ExperimentSpec:
             if budget not in self.budgets:
                 raise ConfigError(f"{self.path}: no budget {budget!r} (it has: {', '.join(self.budgets) or 'none'})")
             b = self.budgets[budget]
-            extra, seeds = b.get("set", {}), b.get("seeds", seeds)
-            task_extra = b.get("tasks", {task: {} for task in tasks})
+            extra, seeds = b.set, seeds if b.seeds is None else b.seeds
+            task_extra = {task: {} for task in tasks} if b.tasks is None else b.tasks
             tasks = list(task_extra)
-            variants = {v: o for v, o in self.variants.items() if v in b.get("variants", self.variants)}
+            variants = {v: o for v, o in self.variants.items() if b.variants is None or v in b.variants}
         tuning, folds = self.tuning(budget), self.task_folds(budget)
         only = only or {}
         base = self.directory(out, budget)
@@ -282,27 +282,100 @@ def _folds(value, tasks: dict, where: str) -> dict[str, list[int]]:
     return out
 
 
-def load_spec(name_or_path: str | Path) -> ExperimentSpec:
-    """Read and check a spec; every error names the file and the key (the cells' configs:
-    :func:`cn3.experiment.runner.check_cells`)."""
+def _tasks(value, where: str) -> dict[str, dict]:
+    """``tasks``: a list of names, or a mapping task -> its overrides."""
+    if isinstance(value, list):
+        value = {t: {} for t in value}
+    return {str(t): _mapping(o, f"{where}.{t}") for t, o in _mapping(value, where).items()}
+
+
+def _known_task(task: str, where: str) -> None:
     from data_prep.tasks import TASKS
 
-    path = find_spec(name_or_path)
-    data = load_yaml(path)
+    if task not in TASKS and task not in TRANSLATION_TASKS:
+        close = difflib.get_close_matches(task, [*TASKS, *TRANSLATION_TASKS], n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"{where}: unknown task '{task}'{hint} "
+                          f"(`cn3 tasks`, or {' or '.join(TRANSLATION_TASKS)} for translation)")
+
+
+@dataclass
+class Budget:
+    """One entry of ``budgets`` (``--budget NAME``): what it narrows and what it adds.
+
+    ``tasks``/``variants``/``seeds``/``folds`` None: the spec's; ``has_tune``: the budget sets ``tune``
+    (``tune: null`` turns the spec's search off, so None alone cannot say it).
+    """
+
+    set: dict = field(default_factory=dict)
+    tasks: dict[str, dict] | None = None
+    variants: list[str] | None = None
+    seeds: list[int] | None = None
+    description: str = ""
+    has_tune: bool = False
+    tune: Tuning | None = None
+    differs: list[str] = field(default_factory=list)
+    folds: dict[str, list[int]] | None = None
+
+    @classmethod
+    def from_dict(cls, data, where: str, tasks: dict, variants: dict, baseline: str) -> Budget:
+        """Read and check one budget against the spec's ``tasks``, ``variants`` and ``baseline``.
+
+        Raises:
+            ConfigError: an unknown key, or a task or variant the spec lacks, naming ``where`` and the key.
+        """
+        data = _mapping(data, where)
+        _check_keys(data, BUDGET_KEYS, where)
+        budget = cls(set=_mapping(data.get("set"), f"{where}.set"), seeds=data.get("seeds"),
+                     description=data.get("description", ""))
+        if "tasks" in data:
+            budget.tasks = _tasks(data["tasks"], f"{where}.tasks")
+            for task in budget.tasks:
+                if task not in tasks:
+                    raise ConfigError(f"{where}.tasks: '{task}' is not a task of the spec")
+        if "variants" in data:
+            budget.variants = data["variants"]
+            if not isinstance(budget.variants, list):
+                raise ConfigError(f"{where}.variants must be a list of variants, got {budget.variants!r}")
+            for variant in budget.variants:
+                if variant not in variants:
+                    raise ConfigError(f"{where}.variants: '{variant}' is not a variant of the spec")
+            if baseline not in budget.variants:
+                raise ConfigError(f"{where}.variants leaves out the baseline '{baseline}', "
+                                  "which every other variant is tested against")
+        return budget
+
+    def read_later_keys(self, data: dict, where: str, tasks: dict) -> None:
+        """``tune`` and ``folds`` (read once every budget's tasks and variants are checked)."""
+        if "tune" in data:
+            self.has_tune, self.tune = True, parse_tuning(data["tune"], f"{where}.tune")
+        if "folds" in data:
+            self.folds = _folds(data["folds"], tasks, f"{where}.folds")
+
+
+def _references(value, where: str, tasks: dict, variants: dict) -> dict[str, dict]:
+    """``references``: task -> variant -> the paper's number or null."""
+    references = _mapping(value, where)
+    for task, row in references.items():
+        if task not in tasks:
+            raise ConfigError(f"{where}.{task}: not a task of the spec (tasks: {', '.join(tasks)})")
+        for variant, number in _mapping(row, f"{where}.{task}").items():
+            if variant not in variants:
+                raise ConfigError(f"{where}.{task}.{variant}: not a variant")
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                raise ConfigError(f"{where}.{task}.{variant}: expected a number or null, got {number!r}")
+    return references
+
+
+def spec_from_dict(data: dict, path: Path) -> ExperimentSpec:
+    """An :class:`ExperimentSpec` from a spec file's mapping; every error names ``path`` and the key."""
     _check_keys(data, SPEC_KEYS, str(path))
     for key in ("name", "tasks", "variants", "baseline", "seeds"):
         if key not in data:
             raise ConfigError(f"{path}: missing '{key}'")
-    tasks = data["tasks"]
-    if isinstance(tasks, list):
-        tasks = {t: {} for t in tasks}
-    tasks = {str(t): _mapping(o, f"{path}: tasks.{t}") for t, o in _mapping(tasks, f"{path}: tasks").items()}
+    tasks = _tasks(data["tasks"], f"{path}: tasks")
     for task in tasks:
-        if task not in TASKS and task not in TRANSLATION_TASKS:
-            close = difflib.get_close_matches(task, [*TASKS, *TRANSLATION_TASKS], n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{path}: unknown task '{task}'{hint} "
-                              f"(`cn3 tasks`, or {' or '.join(TRANSLATION_TASKS)} for translation)")
+        _known_task(task, str(path))
     variants = {str(v): _mapping(o, f"{path}: variants.{v}")
                 for v, o in _mapping(data["variants"], f"{path}: variants").items()}
     if not variants:
@@ -312,45 +385,14 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     seeds = data["seeds"]
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: seeds must be a list of integers, got {seeds!r}")
-    budgets = {str(b): _mapping(v, f"{path}: budgets.{b}")
-               for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
+    raw_budgets = {str(b): v for b, v in _mapping(data.get("budgets"), f"{path}: budgets").items()}
+    budgets = {name: Budget.from_dict(raw, f"{path}: budgets.{name}", tasks, variants, data["baseline"])
+               for name, raw in raw_budgets.items()}
     for name, budget in budgets.items():
-        _check_keys(budget, BUDGET_KEYS, f"{path}: budgets.{name}")
-        budget["set"] = _mapping(budget.get("set"), f"{path}: budgets.{name}.set")
-        if "tasks" in budget:  # a list, or a mapping task -> overrides for that task under this budget
-            listed = budget["tasks"]
-            listed = ({t: {} for t in listed} if isinstance(listed, list)
-                      else _mapping(listed, f"{path}: budgets.{name}.tasks"))
-            budget["tasks"] = {str(t): _mapping(o, f"{path}: budgets.{name}.tasks.{t}") for t, o in listed.items()}
-        for task in budget.get("tasks", {}):
-            if task not in tasks:
-                raise ConfigError(f"{path}: budgets.{name}.tasks: '{task}' is not a task of the spec")
-        if "variants" in budget:
-            if not isinstance(budget["variants"], list):
-                raise ConfigError(f"{path}: budgets.{name}.variants must be a list of variants, "
-                                  f"got {budget['variants']!r}")
-            for variant in budget["variants"]:
-                if variant not in variants:
-                    raise ConfigError(f"{path}: budgets.{name}.variants: '{variant}' is not a variant of the spec")
-            if data["baseline"] not in budget["variants"]:
-                raise ConfigError(f"{path}: budgets.{name}.variants leaves out the baseline '{data['baseline']}', "
-                                  "which every other variant is tested against")
+        budget.read_later_keys(raw_budgets[name], f"{path}: budgets.{name}", tasks)
+    references = _references(data.get("references"), f"{path}: references", tasks, variants)
     for name, budget in budgets.items():
-        if "tune" in budget:
-            budget["tune"] = parse_tuning(budget["tune"], f"{path}: budgets.{name}.tune")
-        if "folds" in budget:
-            budget["folds"] = _folds(budget["folds"], tasks, f"{path}: budgets.{name}.folds")
-    references = _mapping(data.get("references"), f"{path}: references")
-    for task, row in references.items():
-        if task not in tasks:
-            raise ConfigError(f"{path}: references.{task}: not a task of the spec (tasks: {', '.join(tasks)})")
-        for variant, number in _mapping(row, f"{path}: references.{task}").items():
-            if variant not in variants:
-                raise ConfigError(f"{path}: references.{task}.{variant}: not a variant")
-            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
-                raise ConfigError(f"{path}: references.{task}.{variant}: expected a number or null, got {number!r}")
-    for name, budget in budgets.items():
-        budget["differs"] = _lines(budget.get("differs"), f"{path}: budgets.{name}.differs")
+        budget.differs = _lines(raw_budgets[name].get("differs"), f"{path}: budgets.{name}.differs")
     paper = data.get("paper") or ""
     if not isinstance(paper, str):
         raise ConfigError(f"{path}: paper: expected a line of text, got {paper!r}")
@@ -361,6 +403,13 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
                           tune=parse_tuning(data.get("tune"), f"{path}: tune"), paper=paper,
                           differs=_lines(data.get("differs"), f"{path}: differs"),
                           folds=_folds(data.get("folds"), tasks, f"{path}: folds"))
+
+
+def load_spec(name_or_path: str | Path) -> ExperimentSpec:
+    """Read and check a spec (:func:`spec_from_dict`); every error names the file and the key (the cells'
+    configs: :func:`cn3.experiment.runner.check_cells`)."""
+    path = find_spec(name_or_path)
+    return spec_from_dict(load_yaml(path), path)
 
 
 def check_variant_options(spec: ExperimentSpec) -> None:
