@@ -63,25 +63,10 @@ def _read_snli(path: Path, options: TaskOptions) -> list[Example]:
     return read_snli(path)
 
 
-#: One file in each task's format, for ``cn3 evaluate --file`` (held-out test sets). Tasks whose
-#: labels come from file names (MR, SUBJ, CR, MPQA) or that need two files (PTB sample) have none.
-FILE_READERS = {
-    "snli": _read_snli,
-    "sick": _read_sick_all,
-    "trec": lambda path, options: read_trec(path, fine=options.fine),
-    "sst2": lambda path, options: read_sst2(path),
-    "sst5": lambda path, options: read_sst5(path),
-    "imdb": lambda path, options: read_imdb(path),
-    "conll2003": lambda path, options: read_conll2003(path, options.tag_scheme),
-    "conll2000": lambda path, options: read_conll2000(path, options.tag_scheme),
-    "ud_pos": lambda path, options: read_conllu(path),
-    "logic": lambda path, options: read_logic(path),
-}
-
-
 _TASK_LIST = [
     TaskSpec(
         name="snli",
+        read_file=_read_snli,
         level="pair",
         description="SNLI natural language inference (1% train sample, official dev)",
         files=tuple(f"snli/{name}" for name in SNLI_FILES.values()),
@@ -95,6 +80,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="sick",
+        read_file=_read_sick_all,
         level="pair",
         description="SICK entailment (SemEval-2014 TRAIN/TRIAL/TEST split)",
         files=("sick/SICK.txt",),
@@ -105,6 +91,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="trec",
+        read_file=lambda path, options: read_trec(path, fine=options.fine),
         level="graph",
         description="TREC question classification (6 coarse classes; 50 fine with --fine)",
         files=("trec/train_5500.label", "trec/TREC_10.label"),
@@ -156,6 +143,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="sst2",
+        read_file=lambda path, options: read_sst2(path),
         level="graph",
         description="SST-2 binary sentiment (phrase-level train, sentence dev)",
         files=("sst/binary/sentiment-train", "sst/binary/sentiment-dev"),
@@ -168,6 +156,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="sst5",
+        read_file=lambda path, options: read_sst5(path),
         level="graph",
         description="SST-5 fine-grained sentiment",
         files=("sst/fine/sentiment-train", "sst/fine/sentiment-dev"),
@@ -177,6 +166,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="imdb",
+        read_file=lambda path, options: read_imdb(path),
         level="graph",
         description="IMDB long movie-review sentiment",
         files=("imdb/train.jsonl.gz", "imdb/test.jsonl.gz"),
@@ -187,6 +177,8 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="conll2003",
+        span_types=NER_TYPES,
+        read_file=lambda path, options: read_conll2003(path, options.tag_scheme),
         level="node",
         description="CoNLL-2003 English NER (PER, LOC, ORG, MISC)",
         files=("conll2003/eng.train", "conll2003/eng.testa"),
@@ -200,6 +192,8 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="conll2000",
+        span_types=CHUNK_TYPES,
+        read_file=lambda path, options: read_conll2000(path, options.tag_scheme),
         level="node",
         description="CoNLL-2000 chunking (WSJ)",
         files=("conll2000/train.txt.gz", "conll2000/test.txt.gz"),
@@ -211,6 +205,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="ud_pos",
+        read_file=lambda path, options: read_conllu(path),
         level="node",
         description="UD English EWT v2.16 UPOS tagging (gold trees)",
         files=tuple(f"ud_english_ewt/{name}" for name in UD_FILES.values()),
@@ -238,6 +233,7 @@ _TASK_LIST = [
     ),
     TaskSpec(
         name="logic",
+        read_file=lambda path, options: read_logic(path),
         level="pair",
         description="Propositional-logic inference (Bowman et al., 2015), length generalisation",
         files=tuple(f"logic_inference/train{n}.gz" for n in range(TRAIN_MAX_OPS + 1))
@@ -419,9 +415,7 @@ _PROBING_TASKS = [
 ]
 _TASK_LIST += [replace(spec, config="probe") for spec in _PROBING_TASKS]  # one trained baseline config
 
-TASKS: dict[str, TaskSpec] = {spec.name: replace(spec, read_file=FILE_READERS.get(spec.name)) for spec in _TASK_LIST}
-TAGGING_TASKS = frozenset({"conll2003", "conll2000"})
-SPAN_TYPES = {"conll2003": NER_TYPES, "conll2000": CHUNK_TYPES}
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in _TASK_LIST}
 
 
 def custom_spec(options: TaskOptions) -> TaskSpec:
@@ -476,11 +470,11 @@ def get_task(name: str, options: TaskOptions | None = None) -> TaskSpec:
             description="TREC question classification (50 fine classes)",
             notes=spec.notes + "; fine labels COARSE:fine, inventory from train",
         )
-    if name in TAGGING_TASKS:
+    if spec.span_types:
         # The tag inventory is fixed by the task's span types, not by what train happens to hold:
         # CoNLL-2000's test split has B-LST, which its train split never uses.
         scheme = tagging.check_scheme(options.tag_scheme, tagging.OUTPUT_SCHEMES)
-        spec = replace(spec, tag_scheme=scheme, labels=tagging.tag_inventory(SPAN_TYPES[name], scheme))
+        spec = replace(spec, tag_scheme=scheme, labels=tagging.tag_inventory(spec.span_types, scheme))
     return spec
 
 

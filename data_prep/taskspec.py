@@ -73,7 +73,10 @@ class TaskSpec:
         config: the stem of the tuned run config in ``cn3/configs`` (``None`` = the task's name).
         annotator: the default annotator where the generic rule does not fit; ``None`` = the rule.
         read_file: ``read_file(path, options) -> examples``: one file in the task's format
-            (``cn3 evaluate --file``); ``None`` when the task has none.
+            (``cn3 evaluate --file``, held-out test sets); ``None`` when the task has none (labels from file
+            names, as MR, SUBJ, CR, MPQA, or two files, as the PTB sample).
+        span_types: a span tagging task's span types (NER's PER, LOC, ...); they fix its tag inventory in
+            every scheme (``options.tag_scheme``), whatever train holds. Empty: not a span task.
         tokenize_text: ``tokenize_text(raw) -> tokens``: raw text split as the task's files are.
         text_heads: ``text_heads(raw) -> heads`` (1-based, 0 = root), for a task whose raw text carries
             its own tree (the logic formulas' brackets); raises ``ValueError``.
@@ -96,6 +99,7 @@ class TaskSpec:
     annotator: str | None = None
     config: str | None = None
     read_file: Callable[[Path, TaskOptions], list[Example]] | None = None
+    span_types: tuple[str, ...] = ()
     tokenize_text: Callable[[str], list[str]] = tokenize
     text_heads: Callable[[str], list[int]] | None = None
     reader_version: int = 1

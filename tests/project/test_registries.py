@@ -41,3 +41,19 @@ def test_levels_it_cannot_read_fail_naming_the_line(tmp_path):
     path.write_text('@register("b", "p", levels=("graph", "sentence"))\ndef build_b(args): ...\n')
     with pytest.raises(ValueError, match="unknown level"):
         _registrations(path)
+
+
+def test_a_task_is_one_taskspec_its_readers_and_span_types_fields_of_it():
+    import data_prep.tasks as tasks
+    from data_prep.tagging import tag_inventory
+    from data_prep.taskspec import TaskOptions
+
+    for side_table in ("FILE_READERS", "TAGGING_TASKS", "SPAN_TYPES"):
+        assert not hasattr(tasks, side_table), side_table
+    assert {n for n, s in tasks.TASKS.items() if s.span_types} == {"conll2003", "conll2000"}
+    assert tasks.TASKS["conll2003"].span_types == ("LOC", "MISC", "ORG", "PER")
+    for scheme in ("IOB2", "BIOES"):
+        spec = tasks.get_task("conll2000", TaskOptions(tag_scheme=scheme))
+        assert spec.tag_scheme == scheme and spec.labels == tag_inventory(spec.span_types, scheme)
+        assert "B-LST" in spec.labels  # fixed by the span types, though CoNLL-2000's train never uses LST
+    assert tasks.TASKS["trec"].read_file is not None and tasks.TASKS["mr"].read_file is None  # labels from file names
