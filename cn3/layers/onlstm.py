@@ -326,11 +326,16 @@ def _triton_backward(pre: Tensor, wt: Tensor, weight: Tensor, h0: Tensor, keep: 
 
 
 def padding_start(mask: Tensor | None, n: int, device: torch.device) -> tuple[Tensor | None, int]:
-    """``(keep, full)``: the mask as bool on ``device`` and the first column holding any padding
-    (``n`` when none: the steps before it need no masking; with right padding, the shortest length)."""
+    """``(keep, full)``: the mask as bool on ``device`` and the first step the recurrence masks (the
+    steps before it need none). On the CPU in eager mode, the first column holding any padding (``n``
+    when none; with right padding, the shortest length), read on the host, where a read costs nothing.
+    Elsewhere (CUDA, or while compiling) 0 with a mask: every step masked (a no-op at real tokens), so
+    nothing waits for the device and the compiled graph does not break."""
     if mask is None:
         return None, n
     keep = mask.to(device=device, dtype=torch.bool)
+    if keep.device.type != "cpu" or torch.compiler.is_compiling():
+        return keep, 0
     padded_cols = (~keep).any(0).nonzero()
     return keep, int(padded_cols[0]) if len(padded_cols) else n
 

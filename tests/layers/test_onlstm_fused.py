@@ -47,3 +47,44 @@ def test_cpu_autocast_keeps_the_step_loop(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, _ = layer(torch.randn(2, 3, 8))
     assert not calls and out.shape == (2, 3, 8)
+
+
+def test_padding_start_reads_nothing_off_the_cpu_or_while_compiling():
+    """Off the CPU (here the meta device, whose values cannot be read at all) and under ``torch.compile``
+    (``fullgraph=True``: a host read of a data-dependent value would break the graph and fail) every step
+    is masked; on the CPU in eager mode the first padded column is read."""
+    mask = padding_mask(torch.tensor([5, 3, 4]), 5)
+    keep, full = onlstm.padding_start(mask.to("meta"), 5, torch.device("meta"))
+    assert full == 0 and keep.device.type == "meta" and keep.dtype == torch.bool
+    assert onlstm.padding_start(mask, 5, torch.device("cpu"))[1] == 3
+    assert onlstm.padding_start(None, 5, torch.device("cpu")) == (None, 5)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda m: onlstm.padding_start(m, 5, m.device), backend="eager", fullgraph=True)
+    keep, full = compiled(mask)
+    assert full == 0 and torch.equal(keep, mask)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_every_step_masked_gives_the_same_layer(monkeypatch, autocast):
+    """The layer with every step masked (``full = 0``, the CUDA and compiled path) against the CPU's
+    ``full`` read from the mask: the same outputs, state and gradients (the scan; under CPU autocast the
+    step loop)."""
+    torch.manual_seed(5)
+    layer = ONLSTM(8, 16, chunk_size=4)
+    x = torch.randn(3, 6, 8)
+    mask = padding_mask(torch.tensor([6, 2, 4]), 6)
+
+    def run():
+        xg = x.clone().requires_grad_()
+        layer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out, (h, c) = layer(xg, mask)
+        (out.float().square().sum() + h.float().sum() + c.float().sum()).backward()
+        return [out.detach(), h.detach(), c.detach(), xg.grad, *(p.grad for p in layer.parameters())]
+
+    read = run()
+    original = onlstm.padding_start
+    monkeypatch.setattr(onlstm, "padding_start", lambda m, n, d: (original(m, n, d)[0], 0))
+    masked = run()
+    for got, want in zip(masked, read, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
