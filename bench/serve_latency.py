@@ -60,8 +60,8 @@ def cpu_name() -> str:
 
 def train_run(out: Path, layers: int, heads: int) -> Path:
     """A TREC run of the shipped config, ``layers`` graph layers, trained for a few updates."""
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
     from data_prep.prepare import PrepareSettings, prepare
 
     prepared = prepare(PrepareSettings(task="trec", out=out / "prepared-trec")).out

@@ -14,7 +14,7 @@ import typer
 
 from cli.errors import user_errors
 from cli.prepare import AnnotatorName
-from cn3.runs.kinds import SENTENCE
+from cn3.kinds import SENTENCE
 from cn3.util.console import console
 
 
@@ -77,7 +77,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
-    from cn3.train.trainer import train
+    from cn3.kinds import train
 
     with user_errors():
         if task is None and config is None:
@@ -145,7 +145,7 @@ def evaluate_command(
     if by:
         _print_groups(evaluation.groups, by, evaluation.metric)
         if plot is not None:
-            from cn3.probe.grouped import plot_groups
+            from cn3.sentence.grouped import plot_groups
 
             with user_errors():
                 title = f"{evaluation.task} {evaluation.data}"
@@ -195,7 +195,7 @@ def _print_groups(groups: list, field: str, metric: str) -> None:
     """The groups as a table; a last column marks those unseen in training, when there are any."""
     from rich.table import Table
 
-    from cn3.probe.grouped import UNSEEN
+    from cn3.sentence.grouped import UNSEEN
 
     table = Table(title=f"by {field}")
     numeric = all(isinstance(g.value, (int, float)) for g in groups)

@@ -92,7 +92,7 @@ def _train(cell: Cell, threads: int, run_dir: Path, resume: bool, command: str) 
     """What ``cn3 <cell.command(...)>`` does, as a call."""
     overrides = [*cell.overrides, f"train.num_threads={threads}"]
     cfg, run_dir = cell.kind.resolve_run(cell.task, {"train.seed": cell.seed}, overrides, run_dir, resume)
-    from cn3.train.trainer import train
+    from cn3.kinds import train
 
     train(cfg, run_dir, resume=resume, command=command)
 

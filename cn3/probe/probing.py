@@ -295,7 +295,7 @@ def open_run(path: Path, device: torch.device, layer: int | None = None, split_f
     """The frozen encoder of the run at ``path`` (a sentence run of ``cn3 train`` or a translation run of
     ``cn3 nmt train``) as :class:`Features`. ``embeddings``/``use_vectors``: as ``cn3 evaluate``'s
     ``--embeddings``/``--no-vectors`` (:func:`cn3.sentence.inference.run_vectors`)."""
-    from cn3.runs.kinds import kind_of_run
+    from cn3.kinds import kind_of_run
 
     path = Path(path)
     kind = kind_of_run(path)

@@ -6,5 +6,5 @@ encoder -> head: :mod:`.model`, :mod:`.node_encoder`, :mod:`.heads`, :mod:`.crf_
 kind the trainer trains (:mod:`.task`) on its prepared dataset (:mod:`.prepared`); a trained run
 scored on a split or a file (:mod:`.evaluation`) and used on new text (:mod:`.inference`). Both
 kinds of run train through one trainer (:mod:`cn3.train.trainer`) and are told apart by
-:mod:`cn3.runs.kinds`.
+:mod:`cn3.kinds`.
 """

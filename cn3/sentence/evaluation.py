@@ -35,7 +35,7 @@ class Evaluation:
             sentences were cut when it was prepared).
         max_len: the run's ``max_len``.
         by: the field the items were grouped by, or None.
-        groups: the scored :class:`cn3.probe.grouped.Group` of each value of ``by``, or None.
+        groups: the scored :class:`cn3.sentence.grouped.Group` of each value of ``by``, or None.
         notes: what the caller should know that is no error (e.g. groups left unmarked).
     """
 
@@ -112,7 +112,7 @@ def evaluate_run(run: str | Path | RunDir, split: str = "dev", file: str | Path 
         DataError: a bad file, or a label the run does not know.
     """
     from cn3.metrics import score
-    from cn3.probe.grouped import group_keys
+    from cn3.sentence.grouped import group_keys
     from cn3.sentence.inference import gold_and_predictions, load_model
     from cn3.train.runtime import resolve_device
     from data_prep.coverage import coverage
@@ -141,7 +141,7 @@ def evaluate_run(run: str | Path | RunDir, split: str = "dev", file: str | Path 
 def _file_data(loaded: LoadedModel, file: Path, annotator: str | None, embeddings, use_vectors: bool,
                grouped: bool) -> _Scored:
     """``file`` read in the task's format, annotated and encoded as the run's data was."""
-    from cn3.probe.grouped import example_record
+    from cn3.sentence.grouped import example_record
     from cn3.sentence.inference import examples_dataset, read_task_file, run_vectors
 
     manifest = loaded.manifest
@@ -222,9 +222,9 @@ def scored_groups(loaded: LoadedModel, field: str, keys: list, gold: list, pred:
         notes: where to say that groups could not be marked (the run's dataset is not here).
 
     Returns:
-        :func:`cn3.probe.grouped.grouped_scores`' groups.
+        :func:`cn3.sentence.grouped.grouped_scores`' groups.
     """
-    from cn3.probe.grouped import grouped_scores, seen_keys
+    from cn3.sentence.grouped import grouped_scores, seen_keys
     from data_prep.dataset import load_prepared
 
     seen = None

@@ -87,12 +87,12 @@ class ServedRun:
 
 
 def load_served(path: Path, run_id: str, device: torch.device) -> ServedRun:
-    """Load the run in ``path`` (:func:`cn3.runs.kinds.kind_of_run`) and count its layers and heads.
+    """Load the run in ``path`` (:func:`cn3.kinds.kind_of_run`) and count its layers and heads.
 
     Raises:
         RunError: not a run directory, or no checkpoint in it; ConfigError: a malformed config.
     """
-    from cn3.runs.kinds import kind_of_run
+    from cn3.kinds import kind_of_run
     from cn3.serve.views import graph_kind
 
     kind = kind_of_run(path)

@@ -33,6 +33,7 @@ import torch
 
 import cn3
 from cn3.config import ConfigError, to_dict
+from cn3.runs.kinds import RunKind
 from cn3.runs.layout import RunDir
 from cn3.train import runtime
 from cn3.train.bucketing import batch_loader
@@ -438,13 +439,14 @@ def open_run(cfg, run_path: str | Path, resume: bool, device_name: str,
     return device, run, config_dict, world
 
 
-def train(cfg, run_path: str | Path, resume: bool = False, device_name: str = "auto",
-          command: str | None = None) -> dict:
-    """Train a resolved config (a sentence :class:`~cn3.sentence.config.RunConfig` or a translation
-    :class:`~cn3.nmt.config.NMTConfig`) into ``run_path``; returns the final results (also in
-    ``results.json``; under torchrun, ``{}`` on ranks other than 0).
+def train_kind(kind: RunKind, cfg, run_path: str | Path, resume: bool = False, device_name: str = "auto",
+               command: str | None = None) -> dict:
+    """Train ``cfg``, a resolved config of ``kind``, into ``run_path``; returns the final results (also
+    in ``results.json``; under torchrun, ``{}`` on ranks other than 0). :func:`cn3.kinds.train` finds
+    the kind of a config and calls this.
 
     Args:
+        kind: what builds the run's task (:class:`cn3.runs.kinds.RunKind`).
         resume: go on from ``run_path``'s ``latest.pt``; the config may differ only in the kind's
             resumable keys (:mod:`cn3.train.kinds`).
         device_name: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
@@ -454,9 +456,6 @@ def train(cfg, run_path: str | Path, resume: bool = False, device_name: str = "a
         ConfigError: a bad config, or one that differs from the resumed run's.
         RunError: the run directory is busy, or training ended before any evaluation.
     """
-    from cn3.runs.kinds import kind_of_settings
-
-    kind = kind_of_settings(cfg)
     check_tensorboard(cfg.train)
     device, run, config_dict, world = open_run(cfg, run_path, resume, device_name, kind.resumable_changes())
     try:

@@ -183,8 +183,8 @@ def _small_trec(data_root: Path, out: Path) -> Path:
 def runs(tmp_path_factory, data_root, one_thread):
     """Tiny runs: CN3 (one and two energy heads), selfatt1 and NBoW on spaCy-parsed questions, local
     attention on unparsed ones."""
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
     from data_prep.prepare import PrepareSettings, prepare
 
     tmp = tmp_path_factory.mktemp("analyze")

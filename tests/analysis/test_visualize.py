@@ -24,8 +24,8 @@ TINY = ["train.max_steps=12", "train.evals_per_epoch=40", "train.batch_size=16",
 
 
 def _train(prepared: Path, task: str, run: Path, *extra: str) -> Path:
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
 
     cfg = resolve_config(task, None, {"data.prepared": prepared}, [*TINY, *extra])
     train(cfg, run, device_name="cpu")

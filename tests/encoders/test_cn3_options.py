@@ -376,8 +376,8 @@ def parsed_trec(tmp_path_factory, data_root, one_thread):
                                       "model.edge_attrs=true"]],
                          ids=["heads", "relative", "position", "all"])
 def test_a_short_training_run_learns_with_each_option(parsed_trec, tmp_path, options):
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
 
     cfg = resolve_config("trec", None, {"data.prepared": parsed_trec}, [*TINY, *options])
     results = train(cfg, tmp_path / "run", device_name="cpu")

@@ -10,9 +10,9 @@ import torch
 from typer.testing import CliRunner
 
 from cli.main import app
+from cn3.kinds import train
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
-from cn3.train.trainer import train
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cn3.config import ConfigError
-from cn3.probe.grouped import (
+from cn3.sentence.grouped import (
     MISSING,
     Group,
     example_record,

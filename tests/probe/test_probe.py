@@ -146,8 +146,8 @@ def probe(*args):
 @pytest.fixture(scope="module")
 def sentence_run(tmp_path_factory, data_root, one_thread):
     """A tiny CN3 run on every 20th TREC question (no parser, no vectors: nothing to annotate later)."""
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
     from data_prep.prepare import PrepareSettings, prepare
 
     tmp = tmp_path_factory.mktemp("probe")

@@ -84,7 +84,17 @@ WITHIN_CN3 = {
                    "cn3.probe", "cn3.train", "cn3.runs"),
     "cn3/encoders": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe",
                      "cn3.train", "cn3.runs"),
-    "cn3/train": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe"),
+    "cn3/train": ("cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize", "cn3.probe",
+                  "cn3.kinds", "cn3.serve"),
+    # the run directories and the contract of a kind sit below the trainer and every kind: the kinds are
+    # collected above them, in cn3.kinds, which alone decides which kind a run is
+    "cn3/runs": ("cn3.train", "cn3.sentence", "cn3.nmt", "cn3.experiment", "cn3.analysis", "cn3.visualize",
+                 "cn3.probe", "cn3.kinds", "cn3.serve"),
+    # a kind builds its task from below; the tools that use trained runs (probe, experiment...) sit above
+    "cn3/sentence": ("cn3.nmt", "cn3.probe", "cn3.kinds", "cn3.experiment", "cn3.analysis", "cn3.visualize",
+                     "cn3.serve"),
+    "cn3/nmt": ("cn3.sentence", "cn3.probe", "cn3.kinds", "cn3.experiment", "cn3.analysis", "cn3.visualize",
+                "cn3.serve"),
 }
 
 
@@ -169,8 +179,40 @@ def test_no_module_imports_itself_back():
     """No import cycle between modules, lazy imports included: each module can be read knowing only
     what it imports."""
     graph = module_graph()
-    assert "cn3.train.trainer" in graph and "cn3.runs.kinds" in graph["cn3.train.trainer"]
+    assert "cn3.kinds" in graph and "cn3.train.trainer" in graph["cn3.kinds"]  # a lazy import, counted
     assert not cycles(graph), cycles(graph)
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to for the layering: ``cn3.<sub>`` inside cn3 (a loose module of cn3
+    is its own package), else the top-level name."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "cn3" and len(parts) > 1 else parts[0]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` collapsed to packages (:func:`package_of`), edges inside one package dropped."""
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        edges = packages.setdefault(package_of(module), set())
+        edges.update(package_of(other) for other in imported)
+    return {package: edges - {package} for package, edges in packages.items()}
+
+
+def test_package_graph_sees_a_cycle_that_no_module_cycle_shows():
+    """Two packages importing each other through different modules: no module cycle, one package cycle."""
+    graph = {"cn3.runs.kinds": {"cn3.train.kinds"}, "cn3.train.trainer": {"cn3.runs.layout"},
+             "cn3.train.kinds": set(), "cn3.runs.layout": set()}
+    assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == [["cn3.runs", "cn3.train"]]
+
+
+def test_no_package_imports_itself_back():
+    """No cycle between packages either, lazy imports included: ``cn3.runs`` and ``cn3.train`` never
+    import the kinds (``cn3.sentence``, ``cn3.nmt``) they train, nor the sentence kind the probe."""
+    packages = package_graph(module_graph())
+    assert "cn3.sentence" in packages["cn3.kinds"] and "cn3.train" in packages["cn3.sentence"]
+    assert not cycles(packages), cycles(packages)
 
 
 def test_cn3_keeps_few_loose_modules():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cn3.config import ConfigError
-from cn3.runs.kinds import SENTENCE, TRANSLATION, kind_of_config, kind_of_run, kind_of_task
+from cn3.kinds import SENTENCE, TRANSLATION, kind_of_config, kind_of_run, kind_of_task
 from cn3.util.errors import RunError
 
 RECORDS = Path(__file__).resolve().parents[2] / "docs" / "runs" / "experiments"

@@ -31,8 +31,8 @@ NMT_PAIRS = 300
 
 
 def _sentence_run(prepared: Path, task: str, run: Path, *extra: str) -> Path:
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
-    from cn3.train.trainer import train
 
     cfg = resolve_config(task, None, {"data.prepared": prepared}, [*TINY, *extra])
     train(cfg, run, device_name="cpu")
@@ -40,8 +40,8 @@ def _sentence_run(prepared: Path, task: str, run: Path, *extra: str) -> Path:
 
 
 def _translation_run(staged, base: Path) -> Path:
+    from cn3.kinds import train
     from cn3.nmt.config import resolve_nmt_config
-    from cn3.train.trainer import train
 
     files = {}
     for lang in ("en", "de"):

@@ -21,12 +21,12 @@ import cn3.sentence.inference
 import cn3.sentence.task
 import cn3.train.averaging
 from cli.main import app
+from cn3.kinds import train
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
 from cn3.train.checkpoints import load_checkpoint, restore_checkpoint
 from cn3.train.runtime import rng_state, set_rng_state
-from cn3.train.trainer import train
 from cn3.util.errors import RunError
 from data_prep.prepare import PrepareSettings, prepare
 from tests.nmt.test_nmt_cli import TINY as NMT_TINY

@@ -53,9 +53,9 @@ def test_device_batches_default_on_cuda_within_the_budget():
 
 
 def test_training_with_device_batches_is_the_same_training(data_root, tmp_path):
+    from cn3.kinds import train
     from cn3.sentence.resolve import resolve_config
     from cn3.train.checkpoints import load_checkpoint
-    from cn3.train.trainer import train
     from tests.train.test_trainer import TINY
 
     out = tmp_path / "trec"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from cn3.kinds import train
 from cn3.sentence.resolve import resolve_config
-from cn3.train.trainer import train
 from data_prep.prepare import PrepareSettings, prepare
 
 TINY = ["model.hidden=16", "model.energy_dim=8", "model.mlp_hidden=16", "model.char=none", "model.pos_dim=0",

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from cn3.config import ConfigError
+from cn3.kinds import train
 from cn3.runs.layout import RunDir
 from cn3.sentence.inference import load_model
 from cn3.sentence.resolve import resolve_config
-from cn3.train.trainer import Trainer, train
+from cn3.train.trainer import Trainer
 from cn3.util.errors import RunError
 from data_prep.prepare import PrepareSettings, prepare
 

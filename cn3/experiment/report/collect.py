@@ -41,7 +41,7 @@ class TaskColumn:
 class GroupedColumn:
     """One task's scores per group of items (``cn3 experiment report --by FIELD``).
 
-    ``groups``: the group labels in table order (:func:`cn3.probe.grouped.grouped_scores`'s order);
+    ``groups``: the group labels in table order (:func:`cn3.sentence.grouped.grouped_scores`'s order);
     ``scores``: variant -> group label -> seed -> score within the group; ``items``: group label ->
     the group's sizes over the cells (one value when every cell scored the same items); ``unseen``:
     group label -> whether no training item of any cell has the value (``None``: not known, e.g.
@@ -238,16 +238,16 @@ def _split_records(cfg, split: str, cache: dict) -> tuple[str, list[dict], list[
 
 def collect_grouped(columns: dict[str, TaskColumn], by: str) -> dict[str, GroupedColumn]:
     """Every finished cell's predictions on its task's split (the split :func:`collect` chose),
-    joined item by item with the items' ``by`` field (:func:`cn3.probe.grouped.group_keys`) and scored per
-    group with the task's metric (:func:`cn3.probe.grouped.grouped_scores`). Groups are marked unseen in
-    training against each cell's own training items (:func:`cn3.probe.grouped.seen_keys`).
+    joined item by item with the items' ``by`` field (:func:`cn3.sentence.grouped.group_keys`) and scored per
+    group with the task's metric (:func:`cn3.sentence.grouped.grouped_scores`). Groups are marked unseen in
+    training against each cell's own training items (:func:`cn3.sentence.grouped.seen_keys`).
 
     Raises:
         ConfigError: no item has the field (naming the fields they have), or a cell's predictions do
             not match its dataset's items.
     """
     from cn3.config import ConfigError
-    from cn3.probe.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
+    from cn3.sentence.grouped import group_keys, group_label, group_order, grouped_scores, seen_keys
 
     out: dict[str, GroupedColumn] = {}
     cache: dict = {}

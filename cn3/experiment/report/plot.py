@@ -1,6 +1,6 @@
 """The report's figures: per task the variants' seeds (:func:`plot`, ``report.png``) and per group of
 items the variants' curves (:func:`plot_grouped`, ``by-<field>.png``). Both draw on matplotlib's
-``Figure`` with its Agg canvas, as :mod:`cn3.probe.grouped` does: no pyplot, so no backend is chosen and
+``Figure`` with its Agg canvas, as :mod:`cn3.sentence.grouped` does: no pyplot, so no backend is chosen and
 no global figure state is left behind by a report written from a notebook or a test."""
 
 from __future__ import annotations
