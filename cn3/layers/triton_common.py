@@ -10,6 +10,7 @@ runs every kernel on CPU tensors, one program at a time. It runs neither inline 
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -155,17 +156,30 @@ def _spill_free(jit_fn):
     return prune
 
 
+def tune_key(fn, key: list[str], configs: list[triton.Config]) -> list[str]:
+    """``key`` and every ``tl.constexpr`` parameter of the ``@triton.jit`` ``fn`` that the configs do
+    not set (masks present, ``NEED_ALPHA``, widths, ...): each changes the compiled kernel, so a tile
+    timed for one variant must not serve another."""
+    tiles = {name for config in configs for name in config.kwargs}
+    constexprs = [p.name for p in fn.params if p.is_constexpr and p.name not in tiles]
+    return list(dict.fromkeys([*key, *constexprs]))
+
+
 def autotune(configs: list[triton.Config], key: list[str], interpreter: dict, reset_to_zero: list[str] | None = None):
-    """``triton.autotune`` over ``configs`` keyed by ``key`` (and, as Triton always does, the tensor
-    arguments' dtypes), pruned to the configs that compile without register spills on the GPU at hand
-    (:func:`_spill_free`). In the interpreter: the single config ``interpreter`` (tile constexprs), so
-    nothing is timed or compiled. ``reset_to_zero``: outputs that the kernel accumulates into, zeroed
-    before each timed trial."""
+    """``triton.autotune`` over ``configs`` keyed by ``key`` and every other constexpr of the kernel
+    (:func:`tune_key`; and, as Triton always does, the tensor arguments' dtypes), pruned to the configs
+    that compile without register spills on the GPU at hand (:func:`_spill_free`), its picks cached on
+    disk in Triton's cache directory (``cache_results``: a later process, test or resumed run reads the
+    pick instead of timing again; the disk key holds Triton's version, the kernel's source, the key and
+    the configs). In the interpreter: the single config ``interpreter`` (tile constexprs), so nothing is
+    timed or compiled. ``reset_to_zero``: outputs that the kernel accumulates into, zeroed before each
+    timed trial."""
     def wrap(fn):
         if INTERPRETING:
             return triton.autotune([triton.Config(interpreter)], key=key)(fn)
-        return triton.autotune(configs, key=key, reset_to_zero=reset_to_zero,
-                               prune_configs_by={"early_config_prune": _spill_free(fn)})(fn)
+        cache = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
+        return triton.autotune(configs, key=tune_key(fn, key, configs), reset_to_zero=reset_to_zero,
+                               prune_configs_by={"early_config_prune": _spill_free(fn)}, **cache)(fn)
     return wrap
 
 

@@ -398,3 +398,21 @@ def test_fused_attention_picks_and_checks_tanh_by_the_device_capability(monkeypa
     with pytest.raises(ValueError, match="sm_90"):
         fused_energy.fused_additive_attention(*args, tanh="approx_bf16")
     assert len(seen) == 3
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_autotune_is_keyed_by_every_constexpr_and_cached_on_disk():
+    """Each kernel's tuning key holds every constexpr its configs do not set (masks present,
+    ``NEED_ALPHA``, widths, ``TANH``...), so a pick for one variant never serves another; the tiles are
+    not in it; outside the interpreter the picks are cached on disk for later processes."""
+    from cn3.layers import fused_energy as fe  # noqa: PLC0415
+    if fe.INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter (one config, nothing tuned)")
+    for kernel, configs in ((fe._attn_fwd, fe.FWD_CONFIGS), (fe._attn_bwd_kv, fe.BWD_CONFIGS),
+                            (fe._attn_bwd_q, fe.BWD_CONFIGS)):
+        tiles = {name for config in configs for name in config.kwargs}
+        constexprs = {p.name for p in kernel.fn.params if p.is_constexpr}
+        assert constexprs - tiles <= set(kernel.keys) and not tiles & set(kernel.keys), kernel.keys
+        assert set(fe.TUNE_KEY) <= set(kernel.keys)
+        assert kernel.cache_results
+    assert "NEED_ALPHA" in fe._attn_fwd.keys and {"HAS_KMASK", "HAS_QMASK"} <= set(fe._attn_fwd.keys)
