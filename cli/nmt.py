@@ -11,7 +11,6 @@ import typer
 
 from cli.errors import user_errors
 from cli.train import Device, warn_ignored_options
-from cn3.kinds import TRANSLATION
 from cn3.util.console import console
 from cn3.util.encoder_names import encoders_serving
 
@@ -69,7 +68,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 4 -m cli nmt train --encoder hybrid   # 4 processes (README: Scaling up)
     """
-    from cn3.kinds import train
+    from cn3.kinds import TRANSLATION, train
 
     with user_errors():
         if (src is None) != (tgt is None):

@@ -14,7 +14,6 @@ import typer
 
 from cli.errors import user_errors
 from cli.prepare import AnnotatorName
-from cn3.kinds import SENTENCE
 from cn3.util.console import console
 
 
@@ -77,7 +76,7 @@ def train_command(
 
         torchrun --standalone --nproc_per_node 2 -m cli train --task trec   # 2 processes (README: Scaling up)
     """
-    from cn3.kinds import train
+    from cn3.kinds import SENTENCE, train
 
     with user_errors():
         if task is None and config is None:

@@ -1,5 +1,5 @@
 """What identifies a kind of run in its files, with no imports: the ``kind`` of its checkpoints and
-the config keys a resumed run of it may change. Trainers, loaders and :mod:`cn3.runs.kinds` all read
+the config keys a resumed run of it may change. Trainers, loaders and the kinds (:mod:`cn3.kinds`) all read
 these names here, so that none of them imports another for a string."""
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "torch_geometric", "cn3.encoders", "cn3.nmt", "sklearn", "matplotlib", "spacy", "stanza",
-         "gensim", "scipy", "sacrebleu", "sentencepiece")
+# the kinds of run (cn3.kinds, cn3.nmt.kind, cn3.sentence.kind) are light: their model code is what is heavy
+HEAVY = ("torch", "torch_geometric", "cn3.encoders", "cn3.nmt.data", "cn3.nmt.transformer", "cn3.nmt.task",
+         "cn3.sentence.model", "cn3.sentence.task", "sklearn", "matplotlib", "spacy", "stanza", "gensim", "scipy",
+         "sacrebleu", "sentencepiece")
 
 # Run in a fresh interpreter: the test session itself has long imported torch.
 PROBE = r"""
