@@ -55,6 +55,7 @@ from cn3.nmt.search import beam_search, greedy_search
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.sentence.crf_marginals import crf_marginals
 from cn3.sentence.heads import CRFHead
+from cn3.util.encoder_names import encoders_serving
 from tests.references import chain_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -353,7 +354,7 @@ def test_crf_head_on_cuda_matches_cpu(exact_fp32):
 # --------------------------------------------------------------------------- translation model
 
 V = 30
-TRANSLATION_ENCODERS = [name for name, spec in ENCODERS.items() if "translation" in spec.levels]
+TRANSLATION_ENCODERS = encoders_serving("translation")
 
 
 def translation_model(encoder: str) -> Seq2Seq:

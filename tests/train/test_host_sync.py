@@ -54,6 +54,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 import cn3.layers.packed
 import cn3.train.trainer
+from cn3.kinds import train
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
@@ -203,7 +204,7 @@ def test_sentence_updates_wait_for_the_device_only_to_log(trec, tmp_path, monkey
                           "train.batch_size=16", "train.log_every=5", f"train.ema={ema}",
                           f"train.adversarial={adversarial}", f"train.precision={precision}",
                           f"train.device_batches={str(device_batches).lower()}"])
-    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=5, tolerated=SCALER if precision == "fp16" else None)
 
 
@@ -214,7 +215,7 @@ def test_translation_updates_wait_for_the_device_only_to_log(tmp_path, monkeypat
                                            "train.log_every=4", "train.clip=1.0", "train.num_threads=1"])
     absolutize(cfg)
     counters = watch(monkeypatch)
-    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    train(cfg, tmp_path / "run", device_name="cpu")
     check(counters[0], log_every=4)
 
 
@@ -227,7 +228,7 @@ def test_packing_reads_the_lengths_once_per_update(trec, tmp_path, monkeypatch):
     cfg = resolve_config("trec", None, {"data.prepared": trec},
                          [*TINY, "train.num_threads=1", "data.limit=200", "train.epochs=1", "train.batch_size=16",
                           "train.log_every=5", "train.device_batches=true"])
-    cn3.train.trainer.train(cfg, tmp_path / "run", device_name="cpu")
+    train(cfg, tmp_path / "run", device_name="cpu")
     calls = counters[0]
     packed = str(Path(cn3.layers.packed.__file__))
     for u in range(1, calls.update + 1):
