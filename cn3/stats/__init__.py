@@ -10,7 +10,8 @@ Thin wrappers around scipy, sacreBLEU and deepsig, each naming its method:
   sample std, Almost Stochastic Order);
 * :func:`holm`, :func:`bonferroni`: adjusted p-values for a family of comparisons;
 * :func:`detectable_welch`, :func:`detectable_paired` and friends: the smallest difference a test
-  that found nothing would have detected (:mod:`.power`).
+  that found nothing would have detected (:mod:`.power`);
+* :mod:`cn3.stats.verdict`: whether a paper's claim holds, from the item and seed levels (one rule).
 
 Every test takes a seed (default 0; sacreBLEU's 12345 for BLEU): same inputs and seed, same figures.
 The names below are the documented interface (``cn3.stats.<name>``).
