@@ -9,12 +9,13 @@ family (the sub-claims judged together, e.g. one claim over four tasks):
 * the seed level: one score per seed, Welch's t-test and its interval (and a t-test paired by seed where
   the seeds are matched, reported beside it), :func:`seed_level`.
 
-The verdict (:func:`judge`), from a fixed vocabulary, :data:`VERDICTS`:
+The verdict (:func:`judge`), from a fixed vocabulary, :data:`VERDICTS`, the first that applies (the
+claim's direction first, then the paper's effect size):
 
 * **holds**: the paper's sign, significant at both levels;
 * **holds on items**: the paper's sign, significant at the item level only (the seed level decides
   nothing);
-* **does not hold**: both levels' intervals exclude the paper's effect on zero's side (strictly: an
+* **does not hold**: no level has the paper's sign significant, and both levels' intervals exclude the paper's effect on zero's side (strictly: an
   interval that touches it does not exclude it; one wholly beyond it, a larger effect of the paper's
   sign, does not refute), or the opposite sign is significant at both levels;
 * **does not hold on items**: the same at the item level only (the mirror of "holds on items");
@@ -174,10 +175,12 @@ def judge(paper: float | None, item: Level | None, seed: Level | None, *, sign: 
     both = item is not None and seed is not None
     if both and all(agrees):
         return Verdict(HOLDS, "the paper's sign, significant on items and across seeds", detectable)
+    if item is not None and agrees[0]:
+        if waits:
+            return Verdict(WAITS, "the paper's sign on items; the planned seeds are not all in", detectable)
+        return Verdict(HOLDS_ON_ITEMS, "the paper's sign, significant on items only", detectable)
     if both and all(refuted):
         return Verdict(FAILS, "refuted on items and across seeds", detectable)
-    if not waits and item is not None and agrees[0]:
-        return Verdict(HOLDS_ON_ITEMS, "the paper's sign, significant on items only", detectable)
     if not waits and item is not None and refuted[0]:
         return Verdict(FAILS_ON_ITEMS, "refuted on items only", detectable)
     if waits:
