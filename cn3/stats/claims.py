@@ -21,15 +21,16 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from cn3.stats.corrections import holm
+from cn3.stats.power import detectable_across_seeds
 from cn3.stats.result import format_p
-from cn3.stats.verdict import UNDECIDED, WAITS, Level, Verdict, adjust, item_level, judge, seed_level
+from cn3.stats.verdict import UNDECIDED, Level, Verdict, adjust, item_level, judge, seed_level
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = Path("docs/runs/claims.yaml")
@@ -55,6 +56,7 @@ class Claim:
     no_signal: bool = False
     waits: bool = False
     verdict: Verdict | None = None
+    scores: tuple[Sequence[float], Sequence[float]] = ((), ())
 
 
 @lru_cache(maxsize=None)
@@ -87,15 +89,15 @@ def from_report(entry: dict, root: Path) -> Claim:
     item = item_level(s * test["difference"], (low, high), test["p"], test.get("detectable"), test.get("items"))
     sa, sb = _seed_scores(a), _seed_scores(b)
     matched = sorted(set(a.get("seeds") or {}) & set(b.get("seeds") or {}), key=int)
-    seed = seed_level(sa, sb)
+    seed = seed_level(sa, sb, detectable=False)
     if seed is not None and len(matched) >= 2:
-        paired = seed_level([a["seeds"][k] for k in matched], [b["seeds"][k] for k in matched], matched=True)
-        seed = Level(seed.difference, seed.ci, seed.p, detectable=seed.detectable, n=seed.n,
-                     p_paired=paired.p_paired if paired else None)
+        paired = seed_level([a["seeds"][k] for k in matched], [b["seeds"][k] for k in matched], matched=True,
+                            detectable=False)
+        seed = replace(seed, p_paired=paired.p_paired if paired else None)
     pooled = len(test.get("seeds", []))
     seeds = str(pooled) if len(sa) == len(sb) == pooled else f"items {pooled}; seeds {len(sa)} vs {len(sb)}"
     waits = bool(entry.get("seeds")) and min(len(sa), len(sb)) < int(entry["seeds"])
-    return Claim(entry, paper, paper_text, item, seed, seeds, waits=waits)
+    return Claim(entry, paper, paper_text, item, seed, seeds, waits=waits, scores=(sa, sb))
 
 
 def _paper(entry: dict, a: dict | None, b: dict | None) -> tuple[float | None, str]:
@@ -132,13 +134,14 @@ def from_probes(entry: dict, root: Path) -> Claim:
                           sum(t["paired"]["items"] for t in tasks))
     runs_a = np.mean([t["a"] for t in tasks], axis=0)
     runs_b = np.mean([t["b"] for t in tasks], axis=0)
-    seed = seed_level(runs_a, runs_b)
+    seed = seed_level(runs_a, runs_b, detectable=False)
     pairs = tasks[0]["paired"]["pairs"]
     seeds = f"items {len(pairs)} (seed {', '.join(map(str, pairs))}); seeds {len(runs_a)} vs {len(runs_b)}"
     chance = [_chance_p(root / probe, name) for name in entry["tasks"]
               for side in ("a", "b") for probe in data[side]["probes"]]
     no_signal = min(holm(chance)) > 0.05
-    return Claim(entry, float(entry["effect"]), signed(entry["effect"], 2), item, seed, seeds, no_signal=no_signal)
+    return Claim(entry, float(entry["effect"]), signed(entry["effect"], 2), item, seed, seeds, no_signal=no_signal,
+                 scores=(runs_a, runs_b))
 
 
 def _chance_p(probe: Path, task: str) -> float:
@@ -165,6 +168,9 @@ def judged(root: Path = ROOT, claims: Path = CLAIMS) -> list[Claim]:
                 setattr(claim, level, adjusted)
     for c in out:
         c.verdict = judge(c.paper, c.item, c.seed, sign=c.entry.get("sign"), no_signal=c.no_signal, waits=c.waits)
+        if c.verdict.verdict == UNDECIDED and c.seed is not None:  # what the seeds could have found
+            c.seed = replace(c.seed, detectable=detectable_across_seeds(*c.scores))
+            c.verdict = judge(c.paper, c.item, c.seed, sign=c.entry.get("sign"))
     return out
 
 

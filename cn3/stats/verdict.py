@@ -13,11 +13,11 @@ The verdict (:func:`judge`), from a fixed vocabulary, :data:`VERDICTS`, the firs
 claim's direction first, then the paper's effect size):
 
 * **holds**: the paper's sign, significant at both levels;
-* **holds on items**: the paper's sign, significant at the item level only (the seed level decides
-  nothing);
-* **does not hold**: no level has the paper's sign significant, and both levels' intervals exclude the paper's effect on zero's side (strictly: an
-  interval that touches it does not exclude it; one wholly beyond it, a larger effect of the paper's
-  sign, does not refute), or the opposite sign is significant at both levels;
+* **holds on items**: the paper's sign, significant at the item level but not across seeds;
+* **does not hold**: the item level does not have the paper's sign significant, and both levels' intervals exclude
+  the paper's effect on zero's side (strictly: an interval that touches it does not exclude it; one
+  wholly beyond it, a larger effect of the paper's sign, does not refute), or the opposite sign is
+  significant at both levels;
 * **does not hold on items**: the same at the item level only (the mirror of "holds on items");
 * **undecided**: none of these; :class:`Verdict` keeps the differences each level could have detected;
 * **no signal**: the measurement itself reads chance for every system compared (a probe at chance),
@@ -95,11 +95,13 @@ def item_level(difference: float, ci: Sequence[float], p: float, detectable: flo
     return Level(float(difference), (float(ci[0]), float(ci[1])), float(p), detectable=detectable, n=n)
 
 
-def seed_level(scores_a: Sequence[float], scores_b: Sequence[float], *, matched: bool = False) -> Level | None:
+def seed_level(scores_a: Sequence[float], scores_b: Sequence[float], *, matched: bool = False,
+               detectable: bool = True) -> Level | None:
     """The seed level from one score per seed of A and of B: Welch's t-test (``cn3.stats.welch``), its
     95% interval of the difference of means (Welch-Satterthwaite degrees of freedom) and the difference
     it could detect; with ``matched`` (``scores_a[i]`` and ``scores_b[i]`` the same seed) also the
-    t-test paired by seed.
+    t-test paired by seed. ``detectable=False`` skips the detectable difference (a root search, the
+    slow part), for a caller that needs it only where the verdict is undecided.
 
     Returns:
         None when Welch's test cannot run (fewer than 2 seeds a side, or no spread on either side).
@@ -117,7 +119,8 @@ def seed_level(scores_a: Sequence[float], scores_b: Sequence[float], *, matched:
     if matched and a.size == b.size and a.size >= 2 and np.ptp(a - b) > 0:
         paired = float(stats.ttest_rel(a, b).pvalue)
     return Level(difference, (difference - half, difference + half), result.p,
-                 detectable=detectable_across_seeds(a, b), n=min(a.size, b.size), p_paired=paired)
+                 detectable=detectable_across_seeds(a, b) if detectable else None, n=min(a.size, b.size),
+                 p_paired=paired)
 
 
 def adjust(levels: Sequence[Level | None]) -> list[Level | None]:
