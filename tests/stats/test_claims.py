@@ -80,7 +80,7 @@ def test_the_row_and_the_counts(root):
     assert block.startswith(claims.BEGIN) and block.endswith(claims.END)
     assert "- Liu et al. 2019 (CN3): 3 sub-claims: 2 holds, 1 does not hold on items" in block
     row = next(line for line in block.splitlines() if "| CN3 > LSTM |" in line)
-    assert row.startswith("| Liu T3 | CN3 > LSTM | +2.9 (94.2 vs 91.3) | +2.90 [+1.90, +3.90] [+")
+    assert row.startswith("| Liu T3 | CN3 > LSTM | +2.9 (94.2 vs 91.3) | +2.90 [+1.90, +3.90] · [+")
     assert row.endswith("| 3 | small (paper big) | **holds** | A |")
     assert "| tree waits | +1.00 | waits for its cells | – / – | – | small (paper big) | **waits** | C |" in block
     rnn = next(line for line in block.splitlines() if "RNN < LSTM" in line)
