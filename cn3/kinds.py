@@ -87,19 +87,8 @@ def kind_of_run(path: str | Path) -> RunKind:
 def train(cfg, run_path: str | Path, resume: bool = False, device_name: str = "auto",
           command: str | None = None) -> dict:
     """Train a resolved config (a sentence :class:`~cn3.sentence.config.RunConfig` or a translation
-    :class:`~cn3.nmt.config.NMTConfig`) into ``run_path`` with the one :class:`~cn3.train.trainer.Trainer`;
-    returns the final results (also in ``results.json``; under torchrun, ``{}`` on ranks other than 0).
-
-    Args:
-        resume: go on from ``run_path``'s ``latest.pt``; the config may differ only in the kind's
-            resumable keys (:mod:`cn3.train.kinds`).
-        device_name: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
-        command: the command line that started the run, recorded in a sentence run's ``results.json``.
-
-    Raises:
-        ConfigError: a bad config, or one that differs from the resumed run's.
-        RunError: the run directory is busy, or training ended before any evaluation.
-    """
+    :class:`~cn3.nmt.config.NMTConfig`) into ``run_path``: :func:`cn3.train.trainer.train_kind` with the
+    config's kind, whose docstring has the arguments, the result and what is raised."""
     from cn3.train.trainer import train_kind  # torch: loaded when a run trains, not when a kind is asked
 
     return train_kind(kind_of_settings(cfg), cfg, run_path, resume, device_name, command)

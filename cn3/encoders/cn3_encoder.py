@@ -90,32 +90,25 @@ class CN3Encoder(nn.Module):
     def forward(self, x: Tensor, mask: Tensor, *, v: Tensor | None = None,
                 edge_type: Tensor | None = None) -> tuple[Tensor, dict]:
         h = self.context(x, mask) if self.context is not None else x  # (B, N, d)
-        if self.training and self.graph.regularised:
-            return self._forward_regularised(h, mask, v, edge_type)
-        v, edge_type = v if self.attr_dim else None, edge_type if self.edge_attrs else None
-        if self.energy_heads == 1:
-            h, alphas, gates = self.graph(h, mask, v, edge_type)
-            return h, {"alphas": alphas, "gates": gates}
-        h, head_alphas, gates = self.graph(h, mask, v, edge_type, per_head=True)  # [(B, H, N, N)] * L
-        return h, {"alphas": [a.mean(dim=1) for a in head_alphas], "gates": gates, "head_alphas": head_alphas}
-
-    def _forward_regularised(self, h: Tensor, mask: Tensor, v: Tensor | None,
-                             edge_type: Tensor | None) -> tuple[Tensor, dict]:
-        """Training with a graph regulariser: the graph layers' loss joins ``info["loss"]`` (the model
-        adds it to the task's loss); the parse's heads come from the dataset's edge types whether or
-        not they are an attribute (``edge_attrs``)."""
+        regularise = self.training and self.graph.regularised  # the graph regularisers' loss joins info
         parse_heads = None
-        if self.graph.parse_loss > 0:
+        if regularise and self.graph.parse_loss > 0:  # the parse's heads, whether or not edges are attributes
             if edge_type is None:
                 raise ConfigError("model.parse_loss > 0 needs dependency trees: prepare the task with an "
                                   "annotator that parses (gold trees, spacy or stanza)")
             parse_heads = heads_from_edge_types(edge_type, mask)  # (B, N)
         v, edge_type = v if self.attr_dim else None, edge_type if self.edge_attrs else None
-        h, alphas, gates, loss = self.graph.forward_regularised(h, mask, v, edge_type, parse_heads,
-                                                                per_head=self.energy_heads > 1)
-        if self.energy_heads == 1:
-            return h, {"alphas": alphas, "gates": gates, "loss": loss}
-        return h, {"alphas": [a.mean(dim=1) for a in alphas], "gates": gates, "head_alphas": alphas, "loss": loss}
+        per_head = self.energy_heads > 1
+        if regularise:
+            h, alphas, gates, loss = self.graph.forward_regularised(h, mask, v, edge_type, parse_heads, per_head)
+        else:
+            (h, alphas, gates), loss = self.graph(h, mask, v, edge_type, per_head=per_head), None
+        info = {"alphas": alphas, "gates": gates}
+        if per_head:  # [(B, H, N, N)] * L: the heads' mean as alphas, each head's kept
+            info = {"alphas": [a.mean(dim=1) for a in alphas], "gates": gates, "head_alphas": alphas}
+        if loss is not None:
+            info["loss"] = loss
+        return h, info
 
 
 @register("cn3", "Liu et al. 2019 (CN3; variants +POS, +char, +char+Spell, Dep as options; beyond the paper: "

@@ -460,10 +460,8 @@ class DynamicGraphEncoder(nn.Module):
             h, alpha, gate, graph = layer(h, mask, v, edge_type, per_head=per_head, return_graph=True)
             alphas.append(alpha)
             gates.append(gate)
-            if index == 0 and self.parse_loss > 0:
-                heads = parse_heads.masked_fill(~graph.allowed[:, 0].gather(
-                    -1, parse_heads.clamp(min=0).unsqueeze(-1)).squeeze(-1), -1)  # heads that are allowed keys
-                loss = loss + self.parse_loss * parse_loss(graph.energy[:, 0], graph.allowed[:, 0], heads)
+            if index == 0 and self.parse_loss > 0:  # every head is a real word: an allowed key
+                loss = loss + self.parse_loss * parse_loss(graph.energy[:, 0], graph.allowed[:, 0], parse_heads)
             if self.hub_penalty > 0:
                 loss = loss + self.hub_penalty / len(self.layers) * hub_penalty(graph.alpha, mask, self.hub_bound)
         return h, alphas, gates, loss

@@ -32,6 +32,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from cn3.layers.attention import masked_softmax
+
 #: ``model.edge_weights``: the map from energies to edge weights (``softmax`` = the paper).
 EDGE_WEIGHTS = ("softmax", "sparsemax", "entmax15", "tree")
 #: ``model.energy_form``: ``additive`` (the paper) or ``centered`` (each key's mean over the queries removed).
@@ -74,9 +76,8 @@ def normalise(energy: Tensor, allowed: Tensor, edge_weights: str) -> Tensor:
     Raises:
         ValueError: ``edge_weights`` is not one of :data:`EDGE_WEIGHTS`.
     """
-    if edge_weights == "softmax":
-        weights = torch.softmax(energy.masked_fill(~allowed, float("-inf")), dim=-1)
-        return weights.nan_to_num(0.0)  # rows with no allowed key: all zero
+    if edge_weights == "softmax":  # the project's masked softmax: a row with no allowed key is all zero
+        return masked_softmax(energy, key_mask=allowed)
     if edge_weights in ("sparsemax", "entmax15"):
         import entmax  # the maintained implementation, with its exact (sort-based) thresholds
 
@@ -114,10 +115,10 @@ def tree_marginals(energy: Tensor, allowed: Tensor) -> Tensor:
     """
     allowed = allowed.expand_as(energy)
     real = allowed.any(dim=-1) | allowed.any(dim=-2)  # (B, H, N) words of the sentence
-    s = energy.double().masked_fill(~allowed, float("-inf"))
-    shift = s.flatten(-2).amax(dim=-1).clamp(min=-1e300)[..., None, None]  # (B, H, 1, 1); empty: 0-ish
-    s = (s - shift.nan_to_num(0.0)).clamp(min=-700.0).masked_fill(~allowed, float("-inf"))
-    weights = s.exp()  # (B, H, N, N) [i, k]: exp(s_ik), 0 where forbidden
+    s = energy.double()
+    # (B, H, 1, 1): the largest allowed energy (finite for an empty sentence), so exp(s - shift) <= 1
+    shift = s.masked_fill(~allowed, float("-inf")).flatten(-2).amax(dim=-1).clamp(min=-1e300)[..., None, None]
+    weights = (s - shift).clamp(min=-700.0).masked_fill(~allowed, float("-inf")).exp()  # [i, k]: exp(s_ik), 0 forbidden
     eye = torch.eye(energy.shape[-1], dtype=torch.bool, device=energy.device)
     root = weights.diagonal(dim1=-2, dim2=-1)  # (B, H, N)  r_i
     arcs = weights.masked_fill(eye, 0.0).transpose(-1, -2)  # (B, H, N, N) [k, i]: A_ki

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from cn3.config import ConfigError
-from cn3.encoders.options import family_options, with_encoder_options
+from cn3.encoders.options import CN3Options, family_options, with_encoder_options
 from cn3.train.config import LoopConfig
 
 
@@ -159,8 +159,9 @@ class ModelConfig:
         if self.encoder != "cn3" and (self.energy_heads != 1 or self.relative_positions):
             raise ConfigError(f"model.energy_heads and model.relative_positions configure the cn3 encoder's "
                               f"energy; model.encoder is '{self.encoder}' (leave them at 1 and 0)")
-        graph_keys = {"edge_weights": "softmax", "energy_form": "additive", "parse_loss": 0.0, "hub_penalty": 0.0}
-        changed = [f"model.{key}" for key, default in graph_keys.items() if getattr(self, key) != default]
+        paper = CN3Options()
+        changed = [f"model.{key}" for key in ("edge_weights", "energy_form", "parse_loss", "hub_penalty")
+                   if getattr(self, key) != getattr(paper, key)]
         if self.encoder != "cn3" and changed:
             raise ConfigError(f"{', '.join(changed)} configure the cn3 encoder's graph; model.encoder is "
                               f"'{self.encoder}' (leave them at their defaults)")

@@ -237,9 +237,9 @@ def hub_line(side: SideEdges, layer: int) -> str:
     return line
 
 
-def learned_head_text(side: SideEdges, layer: int, i: int) -> str:
-    """Word ``i``'s head in the best tree of ``layer`` (``tree`` runs), as :func:`head_text` writes a head."""
-    h = side.best_tree(layer)[i]
+def learned_head_text(side: SideEdges, tree: list[int], i: int) -> str:
+    """Word ``i``'s head in ``tree`` (:meth:`SideEdges.best_tree`), as :func:`head_text` writes a head."""
+    h = tree[i]
     return "root" if h < 0 else f"{h + 1} {side.tokens[h]}"
 
 

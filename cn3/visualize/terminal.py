@@ -54,7 +54,7 @@ def word_table(side: SideEdges, layer: int):
         table.add_column("tag")
     table.add_column("gate", justify="right")
     table.add_column("strongest neighbours k (alpha_ik)")
-    tree = side.edge_weights == "tree"
+    tree = side.best_tree(layer) if side.edge_weights == "tree" else None  # searched once per table
     if tree:
         table.add_column("learned head (best tree)")
     table.add_column("head (relation)")
@@ -63,7 +63,7 @@ def word_table(side: SideEdges, layer: int):
         neighbours = "  ".join(f"{'(self)' if k == i else side.label(k)} {w:.2f}"
                                for k, w in top_neighbours(alpha[i]))
         row = [str(i + 1), token] + ([side.tags[i]] if side.tags is not None else [])
-        row += [f"{gate[i]:.2f}", neighbours] + ([learned_head_text(side, layer, i)] if tree else [])
+        row += [f"{gate[i]:.2f}", neighbours] + ([learned_head_text(side, tree, i)] if tree else [])
         row += [head_text(side, i)]
         table.add_row(*(Text(cell) for cell in row))  # Text: words are never read as rich markup
     return table
