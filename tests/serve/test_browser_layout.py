@@ -195,7 +195,7 @@ def test_sparse_weights_and_a_best_tree(page, serve_ids, monkeypatch):
 
     original = views.layer_json
 
-    def sparse_with_tree(l, heads, gate, keys, parse, word_rows):
+    def sparse_with_tree(l, heads, gate, keys, parse, word_rows, tree=False):  # tree: the run's own flag, unused
         one_hot = np.zeros_like(heads)  # each row keeps its strongest key only
         rows = np.arange(heads.shape[1])
         for h in range(len(heads)):
