@@ -33,8 +33,11 @@ bf16 autocast, TF32 in fp32 where torch allows TF32 (:func:`cn3.layers.triton_co
 IEEE fp32 otherwise. ``u^T tanh(.)`` stays a sum over ``e`` on the CUDA cores: a rank-one contraction
 would use one column of a tensor-core tile. The energy, softmax and accumulators are fp32. A head's
 value columns are held as two power-of-two parts (:func:`value_parts`: 300 = 256 + 64), so that the
-message sum's accumulator takes 320 columns of registers rather than 512, which lets larger tiles
-compile without spills.
+forward's message sum takes 320 columns of registers rather than 512, which lets larger tiles
+compile without spills. The backward holds no ``(rows, d)`` accumulator: ``dv``, ``dk`` and ``du``
+are added into their fp32 outputs one query block at a time, ``dv`` ``DC`` columns at a time (in
+IEEE fp32 the products run on the CUDA cores with their operands in registers, and a ``(BN, d)``
+accumulator held across the loop spilled in every tile).
 
 ``tanh=`` (:data:`cn3.layers.triton_common.TANH_FORMS`): on CUDA by default the special-function
 unit's ``tanh.approx.f32`` (``tanh.approx.bf16x2`` under bf16 from sm_90; the exact libdevice form for
@@ -270,14 +273,15 @@ def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row
     return p, p * (dp - delta[:, None])  # dL/ds_ik = alpha_ik (<dout_i, v_k> - <dout_i, out_i>)
 
 
-@autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DK", "DU"])
+@autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DK", "DU", "DV"])
 @triton.jit
 def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK, DU, DV, N_Q, N_K, H,
                  et_sb, et_sm, et_sn, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
                  DP2: tl.constexpr, HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr,
                  TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                  BE: tl.constexpr):
-    """Key-side pass: ``dv``, ``dk / u`` and per-key shares of ``du`` of one key block's rows."""
+    """Key-side pass: ``dv``, ``dk / u`` and per-key shares of ``du`` of one key block's rows, each
+    added into its fp32 output (zeroed, rows this program's own) one query block at a time."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     E, D = H * EH, H * DH
@@ -286,11 +290,6 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
     col_ok = _key_ok(KMASK, b, offs_n, k_end, N_K, HAS_KMASK)
     m_stop = tl.where(pid_n * BN < k_end, tl.load(QEND + b), 0)  # a block of padded keys has no gradient
     q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
-    offs_d, d_ok = block(0, DP, DH)  # the value columns in two parts, as in the forward
-    dv = tl.zeros([BN, DP], dtype=tl.float32)
-    if DP2 > 0:
-        offs_d2, d2_ok = block(DP, DP2, DH)
-        dv2 = tl.zeros([BN, DP2], dtype=tl.float32)
     for m0 in range(0, m_stop, BM):
         offs_m, rows_in = block(m0, BM, N_Q)
         lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
@@ -299,12 +298,16 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
                             HAS_EDGE)
         p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
                     N_Q, N_K, H, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
-        dout_base = DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH
-        dout = tl.load(dout_base + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # (BM, DP)
-        dv += tl.dot(tl.trans(p).to(dout.dtype), dout, input_precision=DOT_PREC)  # dv_k = sum_i alpha_ik dout_i
-        if DP2 > 0:
-            dout2 = tl.load(dout_base + offs_d2[None, :], mask=row_ok[:, None] & d2_ok[None, :], other=0.0)
-            dv2 += tl.dot(tl.trans(p).to(dout2.dtype), dout2, input_precision=DOT_PREC)
+        # dv_k += sum_i alpha_ik dout_i, DC columns at a time (a (BN, d) accumulator held across the
+        # loop spills in IEEE fp32, where the product runs on the CUDA cores with operands in registers)
+        for c0 in range(0, DP + DP2, DC):
+            offs_c, c_ok = block(c0, DC, DH)
+            dout_c = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_c[None, :],
+                             mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BM, DC)
+            rows = DV + (b * N_K + offs_n[:, None]) * D + h * DH + offs_c[None, :]  # this program's own rows
+            ok = cols_in[:, None] & c_ok[None, :]
+            tl.store(rows, tl.load(rows, mask=ok, other=0.0)
+                     + tl.dot(tl.trans(p).to(dout_c.dtype), dout_c, input_precision=DOT_PREC), mask=ok)
         for j0 in range(0, EH, BE):
             t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
                                          E, EH, BE, HAS_EDGE, TANH)
@@ -314,10 +317,6 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
             tl.store(DK + rows, tl.load(DK + rows, mask=ok, other=0.0) + tl.sum(g, axis=0), mask=ok)  # sum_i G
             tl.store(DU + rows, tl.load(DU + rows, mask=ok, other=0.0) + tl.sum(ds[:, :, None] * t, axis=0),
                      mask=ok)  # sum_i ds_ik tanh_ikj
-    dv_base = DV + (b * N_K + offs_n[:, None]) * D + h * DH
-    tl.store(dv_base + offs_d[None, :], dv, mask=cols_in[:, None] & d_ok[None, :])
-    if DP2 > 0:
-        tl.store(dv_base + offs_d2[None, :], dv2, mask=cols_in[:, None] & d2_ok[None, :])
 
 
 @autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DQ", "DE"])

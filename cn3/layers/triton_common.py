@@ -185,8 +185,9 @@ def autotune(configs: list[triton.Config], key: list[str], interpreter: dict, re
 
 def sm90_usage(fn, signature: dict[str, str], constexprs: dict, num_warps: int, num_stages: int) -> dict:
     """Compile the ``@triton.jit`` function ``fn`` for sm_90 (Hopper) without a GPU and read its
-    resource use with Triton's bundled ``cuobjdump``: ``{"registers": int, "stack": bytes}``; a
-    stack frame above 0 is a register spill. Raises ``RuntimeError`` without the NVIDIA backend."""
+    resource use with Triton's bundled ``cuobjdump``: ``{"registers": int, "stack": bytes, "local":
+    bytes}``; a stack frame or local memory above 0 is a register spill. Raises ``RuntimeError``
+    without the NVIDIA backend."""
     from triton.backends.compiler import GPUTarget  # noqa: PLC0415
     from triton.compiler import ASTSource  # noqa: PLC0415
 
@@ -203,4 +204,4 @@ def sm90_usage(fn, signature: dict[str, str], constexprs: dict, num_warps: int, 
         usage = subprocess.run([str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True,
                                check=True).stdout
     fields = dict(part.split(":", 1) for part in usage.split() if ":" in part and part.split(":", 1)[1].isdigit())
-    return {"registers": int(fields["REG"]), "stack": int(fields["STACK"])}
+    return {"registers": int(fields["REG"]), "stack": int(fields["STACK"]), "local": int(fields.get("LOCAL", 0))}
