@@ -23,7 +23,8 @@ in FlashAttention's manner for an additive score (the shape of Triton's fused-at
   - ``_attn_bwd_q`` (one program per query block, keys in its loop): ``dq_i / u = sum_k G_ik`` and
     ``dE_t / u = sum_{(i, k): t_ik = t} G_ik``.
 
-  Every row of ``dq``, ``dk``, ``dv`` and ``du`` has one owner: no atomics. Only ``dE`` (a scatter by
+  Every row of ``dq``, ``dk``, ``dv`` and ``du`` has one owner: no atomics (a barrier ends each outer
+  iteration, as the next one re-reads those rows in another thread layout). Only ``dE`` (a scatter by
   edge type) is added with atomics, into ``SLOTS`` copies of the table, so the edge table's gradient
   is not bitwise reproducible (``auto`` picks the dense path under ``torch.use_deterministic_algorithms``).
   The second pass costs a second recomputation of the ``tanh`` (the price of no atomics on ``dq``).
@@ -317,6 +318,9 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
             tl.store(DK + rows, tl.load(DK + rows, mask=ok, other=0.0) + tl.sum(g, axis=0), mask=ok)  # sum_i G
             tl.store(DU + rows, tl.load(DU + rows, mask=ok, other=0.0) + tl.sum(ds[:, :, None] * t, axis=0),
                      mask=ok)  # sum_i ds_ik tanh_ikj
+        # the next query block re-reads these dv, dk, du rows, loaded in another thread layout than the
+        # sums were stored in: another thread may have stored an element, so all stores must land first
+        tl.debug_barrier()
 
 
 @autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DQ", "DE"])
@@ -354,6 +358,9 @@ def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_
             if HAS_EDGE:  # sum over the pairs of each type t_ik, into one of SLOTS copies of the table
                 tl.atomic_add(de_base + types[:, :, None] * E + h * EH + offs_e[None, None, :], g,
                               mask=(row_ok[:, None] & col_ok[None, :])[:, :, None] & e_ok[None, None, :])
+        # the next key block re-reads these dq rows, loaded in another thread layout than the sums were
+        # stored in: another thread may have stored an element, so all stores must land first
+        tl.debug_barrier()
 
 
 # ---------------------------------------------------------------------------------------------

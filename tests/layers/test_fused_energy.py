@@ -320,6 +320,40 @@ def test_configs_compile_for_sm90(precision):
             assert small and not any(row["spills"] for row in small), small
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.slow  # two kernels through Triton's compiler: 5-20 s (seconds when cached)
+@pytest.mark.parametrize("name", ["_attn_bwd_kv", "_attn_bwd_q"])
+def test_backward_passes_end_each_outer_iteration_with_a_barrier(name):
+    """Each backward pass adds into its outputs (dv, dk, du; dq) one outer block at a time, loading
+    them in another thread layout than it stored them: the outer loop's body must end with a barrier
+    after its last store (Triton's IR for sm_90, before layouts are assigned, holds only the explicit
+    one), so no thread reads an element before the thread that stored it has."""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton without its NVIDIA backend")
+    import triton  # noqa: PLC0415
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.compiler import ASTSource  # noqa: PLC0415
+
+    from cn3.layers import fused_energy as fe  # noqa: PLC0415
+    if fe.INTERPRETING:
+        pytest.skip("this process runs Triton's interpreter")
+    script = _sm90_script()
+    kernel, flags = script.kernels()[name]
+    constexprs = dict(EH=100, DH=300, **fe.value_parts(300), HAS_EDGE=True, TANH=2, DOT_PREC="tf32", **flags,
+                      BM=16, BN=16, BE=4)
+    params = {p.name for p in kernel.fn.params}
+    source = ASTSource(kernel.fn, script.signature(kernel.fn, "fp32"),
+                       constexprs={k: v for k, v in constexprs.items() if k in params})
+    lines = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 4, "num_stages": 1}).asm["ttir"].splitlines()
+    start = next(i for i, line in enumerate(lines) if "scf.for" in line)  # the outer loop (queries or keys)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(" " * indent + "}"))
+    body = [line.strip() for line in lines[start + 1:end] if len(line) - len(line.lstrip()) == indent + 2]
+    assert "barrier" in body[-1], body[-3:]
+    assert sum("barrier" in line for line in lines) == 1
+    assert any("tt.store" in line for line in lines[start:end])
+
+
 @needs_cuda_triton
 def test_fused_with_the_hardware_tanh_on_cuda():
     """The default on CUDA, ``tanh.approx.f32``, against the dense path (exact tanh, IEEE fp32): the
