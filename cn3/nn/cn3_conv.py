@@ -3,8 +3,12 @@ conventions of PyG's ``GATv2Conv``."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch_geometric.nn import MessagePassing
 from torch_geometric.typing import Adj
 from torch_geometric.utils import (
@@ -151,9 +155,12 @@ class CN3Conv(CN3Parts, MessagePassing):
             edge_vecs = projected if edge_vecs is None else edge_vecs + projected
         alpha = self.edge_updater(edge_index, query=query, key=key, edge_vecs=edge_vecs, src=edge_index[0],
                                   num_src=num_src, size=(num_src, num_dst))  # (E, H)
-        heads = values_src.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
-        message = self.propagate(edge_index, values=heads, alpha=alpha, size=(num_src, num_dst))  # (N_t, H, C)
-        out = self._update(gate, values_dst, message.flatten(1))  # (N_t, H*C) or (N_t, C)
+        if self._plain_sum(values_src):  # sum_j alpha_ij h_j as weighted embedding-bag sums, no (E, H*C) messages
+            message = _WeightedSum.apply(values_src, alpha, edge_index[0], edge_index[1], num_dst)  # (N_t, H*C)
+        else:  # another aggregation, explain masks or hooks: PyG's propagate
+            heads = values_src.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
+            message = self.propagate(edge_index, values=heads, alpha=alpha, size=(num_src, num_dst)).flatten(1)
+        out = self._update(gate, values_dst, message)  # (N_t, H*C) or (N_t, C)
         return (out, (edge_index, alpha)) if return_attention_weights else out
 
     def _edge_index(self, edge_index: Adj, edge_attr: Tensor | None,
@@ -187,12 +194,12 @@ class CN3Conv(CN3Parts, MessagePassing):
                     index: Tensor, ptr: Tensor | None, dim_size: int | None) -> Tensor:
         """``alpha (E, H)``: ``s^h_ij`` (``centered``: less each source's mean over its outgoing edges)
         normalised over each target's incoming edges."""
-        pre = query_i + key_j if edge_vecs is None else query_i + key_j + edge_vecs  # (E, e)
-        energy = torch.tanh(pre)  # (E, e)
-        if self.heads == 1:  # u^T tanh(...) as one matrix product: no (E, e) product to keep for backward
-            score = energy @ self.att.T  # (E, 1)
-        else:
-            score = (energy.view(-1, self.heads, self.att.shape[-1]) * self.att).sum(dim=-1)  # (E, H)
+        pre = query_i + key_j if edge_vecs is None else (query_i + key_j).add_(edge_vecs)  # (E, e)
+        energy = pre.tanh_()  # (E, e)  in place: the sum is not kept for backward
+        heads, rows = self.att.shape  # H, e/H
+        eye = torch.eye(heads, dtype=self.att.dtype, device=self.att.device)  # (H, H)
+        blocks = (self.att.unsqueeze(-1) * eye.unsqueeze(1)).view(heads * rows, heads)  # (e, H) u_h in block h
+        score = energy @ blocks  # (E, H)  u_h^T tanh(...)_h: one matrix product, no (E, e) product kept
         if self.energy_form == "centered":  # s_ij - c_j, c_j the mean over the targets j sends to
             score = score - scatter(score, src, dim=0, dim_size=num_src, reduce="mean")[src]  # (E, H)
         if self.edge_weights == "softmax":
@@ -202,6 +209,83 @@ class CN3Conv(CN3Parts, MessagePassing):
     def message(self, values_j: Tensor, alpha: Tensor) -> Tensor:
         """``alpha^h_ij h_j^(h)``: ``(E, H, C)``."""
         return values_j * alpha.unsqueeze(-1)
+
+    def _plain_sum(self, values: Tensor) -> bool:
+        """Whether :class:`_WeightedSum` may replace ``propagate``: on the CPU, eager (``torch.compile`` fuses
+        PyG's gather-multiply-scatter itself), and ``propagate`` would only sum ``alpha_ij h_j`` into each
+        target (the ``add`` aggregation, ``source_to_target``, no explain mask, no hooks)."""
+        hooks = (self._propagate_forward_pre_hooks, self._propagate_forward_hooks, self._message_forward_pre_hooks,
+                 self._message_forward_hooks, self._aggregate_forward_pre_hooks, self._aggregate_forward_hooks)
+        return (values.device.type == "cpu" and not torch.compiler.is_compiling() and self.aggr == "add"
+                and self.flow == "source_to_target" and not self.explain
+                and self._decomposed_layers == 1 and not any(hooks))
+
+
+class _WeightedSum(torch.autograd.Function):
+    """``sum_{j -> i} alpha^h_ij h_j^(h)`` for each target ``i`` and head ``h``, on the CPU without the
+    ``(E, H*C)`` messages that gather-multiply-scatter writes and its backward reads again.
+
+    Forward: one :func:`torch.nn.functional.embedding_bag` sum weighted by ``alpha``, a bag per (head,
+    target) over the rows ``j * H + h`` of ``values`` seen as ``(N_s * H, C)``. Backward, in two named
+    passes: the values' gradient is the same weighted sum on the reversed edges (a bag per (head,
+    source)); the weights' gradient is each edge's dot product ``<grad_i^(h), h_j^(h)>``, computed by
+    :func:`torch.sparse.sampled_addmm` at the edges only.
+    """
+
+    @staticmethod
+    def forward(ctx, values: Tensor, alpha: Tensor, src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
+        """``values (N_s, H*C)``, ``alpha (E, H)``, ``src, dst (E,)`` -> ``(N_t, H*C)`` (zero rows for
+        targets without incoming edges)."""
+        order, ptr = _group(dst, num_dst)  # (E,) edges by target, (N_t + 1,)
+        ctx.save_for_backward(values, alpha, src, dst, order, ptr)
+        return _bag_sum(values, alpha, src, order, ptr)  # (N_t, H*C)
+
+    @staticmethod
+    @once_differentiable  # a second derivative would need these passes' own backward
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None, None]:
+        values, alpha, src, dst, order, ptr = ctx.saved_tensors
+        grad = grad.contiguous()  # (N_t, H*C)
+        grad_values = grad_alpha = None
+        if ctx.needs_input_grad[0]:  # pass 1: d values_j = sum_{j -> i} alpha_ij grad_i
+            grad_values = _bag_sum(grad, alpha, dst, *_group(src, values.shape[0]))  # (N_s, H*C)
+        if ctx.needs_input_grad[1]:  # pass 2: d alpha_ij = <grad_i, values_j> per head
+            grad_alpha = _edge_dots(grad, values, alpha.shape[1], src[order], ptr).T  # (E, H) in target order
+            grad_alpha = torch.empty_like(alpha).index_copy_(0, order, grad_alpha)  # (E, H) in edge order
+        return grad_values, grad_alpha, None, None, None
+
+
+def _group(index: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
+    """``order (E,)``: the edges sorted (stably) by ``index``; ``ptr (G + 1,)``: where each group starts."""
+    key, order = torch.sort(index, stable=True)  # (E,), (E,)
+    return order, torch.searchsorted(key, torch.arange(num_groups + 1, device=key.device))  # (G + 1,)
+
+
+def _bag_sum(table: Tensor, weights: Tensor, member: Tensor, order: Tensor, ptr: Tensor) -> Tensor:
+    """``out_g = sum_{e in g} weights_e^h table[member_e]^(h)``: ``table (N, H*C)``, ``weights (E, H)``,
+    ``member (E,)``; the groups given by ``order`` and ``ptr`` (:func:`_group`) -> ``(G, H*C)``."""
+    (num_edges, heads), groups = weights.shape, ptr.shape[0] - 1  # E, H, G
+    channels = table.shape[1] // heads  # C
+    head = torch.arange(heads, device=table.device).unsqueeze(1)  # (H, 1)
+    rows = member[order].unsqueeze(0) * heads + head  # (H, E) row (j, h) of table as (N * H, C)
+    offsets = ptr[:-1].unsqueeze(0) + head * num_edges  # (H, G) start of bag (h, g)
+    summed = F.embedding_bag(rows.reshape(-1), table.reshape(-1, channels), offsets.reshape(-1), mode="sum",
+                             per_sample_weights=weights[order].T.reshape(-1))  # (H * G, C)
+    return summed.view(heads, groups, channels).transpose(0, 1).reshape(groups, heads * channels)  # (G, H*C)
+
+
+def _edge_dots(grad: Tensor, values: Tensor, heads: int, src_sorted: Tensor, ptr: Tensor) -> Tensor:
+    """``(H, E)``: ``<grad_i^(h), values_j^(h)>`` for the edges in target order (``src_sorted`` their sources,
+    ``ptr`` the targets' starts), in at least fp32 (``sampled_addmm`` takes no bf16)."""
+    acc = torch.promote_types(grad.dtype, torch.float32)
+    (num_dst, width), num_src, num_edges = grad.shape, values.shape[0], src_sorted.shape[0]
+    queries = grad.to(acc).view(num_dst, heads, width // heads).transpose(0, 1).contiguous()  # (H, N_t, C)
+    keys = values.to(acc).view(num_src, heads, width // heads).permute(1, 2, 0).contiguous()  # (H, C, N_s)
+    with warnings.catch_warnings():  # torch's one-time note that sparse CSR is in beta
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        pattern = torch.sparse_csr_tensor(ptr.expand(heads, -1).contiguous(), src_sorted.expand(heads, -1).contiguous(),
+                                          grad.new_zeros(heads, num_edges, dtype=acc),
+                                          size=(heads, num_dst, num_src), check_invariants=False)  # (H, N_t, N_s)
+    return torch.sparse.sampled_addmm(pattern, queries, keys, beta=0.0).values().to(grad.dtype)  # (H, E)
 
 
 def _sparse_normalise(score: Tensor, index: Tensor, num_nodes: int, edge_weights: str) -> Tensor:
