@@ -153,13 +153,7 @@ class CN3Conv(CN3Parts, MessagePassing):
         if edge_attr is not None:
             projected = self.lin_edge(edge_attr.view(edge_attr.shape[0], -1))  # (E, e)
             edge_vecs = projected if edge_vecs is None else edge_vecs + projected
-        alpha = self.edge_updater(edge_index, query=query, key=key, edge_vecs=edge_vecs, src=edge_index[0],
-                                  num_src=num_src, size=(num_src, num_dst))  # (E, H)
-        if self._plain_sum(values_src):  # sum_j alpha_ij h_j as weighted embedding-bag sums, no (E, H*C) messages
-            message = _WeightedSum.apply(values_src, alpha, edge_index[0], edge_index[1], num_dst)  # (N_t, H*C)
-        else:  # another aggregation, explain masks or hooks: PyG's propagate
-            heads = values_src.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
-            message = self.propagate(edge_index, values=heads, alpha=alpha, size=(num_src, num_dst)).flatten(1)
+        message, alpha = self._attend(query, key, values_src, edge_index, edge_vecs, (num_src, num_dst))
         out = self._update(gate, values_dst, message)  # (N_t, H*C) or (N_t, C)
         return (out, (edge_index, alpha)) if return_attention_weights else out
 
@@ -190,12 +184,33 @@ class CN3Conv(CN3Parts, MessagePassing):
                                                num_nodes=num_nodes)  # loops appended after the edges
         return edge_index, edge_attr, edge_type
 
-    def edge_update(self, query_i: Tensor, key_j: Tensor, edge_vecs: Tensor | None, src: Tensor, num_src: int,
-                    index: Tensor, ptr: Tensor | None, dim_size: int | None) -> Tensor:
-        """``alpha (E, H)``: ``s^h_ij`` (``centered``: less each source's mean over its outgoing edges)
-        normalised over each target's incoming edges."""
-        pre = query_i + key_j if edge_vecs is None else (query_i + key_j).add_(edge_vecs)  # (E, e)
-        energy = pre.tanh_()  # (E, e)  in place: the sum is not kept for backward
+    def _attend(self, query: Tensor, key: Tensor, values: Tensor, edge_index: Tensor, edge_vecs: Tensor | None,
+                size: tuple[int, int]) -> tuple[Tensor, Tensor]:
+        """The edges' part: the weighted sum ``(N_t, H*C)`` and ``alpha (E, H)`` from ``query (N_t, e)``,
+        ``key (N_s, e)``, ``values (N_s, H*C)``. Eager on the CPU (:meth:`_bags_apply`): embedding-bag sums
+        over the edges grouped by target and by source (:class:`_PairSum`, :class:`_WeightedSum`);
+        otherwise gathers and PyG's ``propagate``."""
+        (src, dst), (num_src, num_dst) = edge_index, size
+        groups = None
+        if self._bags_apply(values):
+            groups = (*_group(dst, num_dst), *_group(src, num_src))  # by target, by source: order (E,), ptr (N+1,)
+            pre = _PairSum.apply(query, key, src, dst, *groups)  # (E, e)  W_q x_i + W_k x_j
+        else:
+            pre = query.index_select(0, dst) + key.index_select(0, src)  # (E, e)
+        alpha = self.edge_updater(edge_index, pre=pre, edge_vecs=edge_vecs, src=src, num_src=num_src,
+                                  size=size)  # (E, H)
+        if groups is not None:
+            return _WeightedSum.apply(values, alpha, src, dst, *groups), alpha  # (N_t, H*C), (E, H)
+        heads = values.view(-1, self.heads, self.out_channels)  # (N_s, H, C)
+        return self.propagate(edge_index, values=heads, alpha=alpha, size=size).flatten(1), alpha
+
+    def edge_update(self, pre: Tensor, edge_vecs: Tensor | None, src: Tensor, num_src: int, index: Tensor,
+                    ptr: Tensor | None, dim_size: int | None) -> Tensor:
+        """``alpha (E, H)`` from ``pre = W_q x_i + W_k x_j (E, e)``: ``s^h_ij`` (``centered``: less each
+        source's mean over its outgoing edges) normalised over each target's incoming edges."""
+        if edge_vecs is not None:
+            pre = pre.add_(edge_vecs)  # (E, e)  + E_t + W_a a, in place: the sum is not kept for backward
+        energy = pre.tanh_()  # (E, e)
         heads, rows = self.att.shape  # H, e/H
         eye = torch.eye(heads, dtype=self.att.dtype, device=self.att.device)  # (H, H)
         blocks = (self.att.unsqueeze(-1) * eye.unsqueeze(1)).view(heads * rows, heads)  # (e, H) u_h in block h
@@ -210,15 +225,39 @@ class CN3Conv(CN3Parts, MessagePassing):
         """``alpha^h_ij h_j^(h)``: ``(E, H, C)``."""
         return values_j * alpha.unsqueeze(-1)
 
-    def _plain_sum(self, values: Tensor) -> bool:
-        """Whether :class:`_WeightedSum` may replace ``propagate``: on the CPU, eager (``torch.compile`` fuses
-        PyG's gather-multiply-scatter itself), and ``propagate`` would only sum ``alpha_ij h_j`` into each
-        target (the ``add`` aggregation, ``source_to_target``, no explain mask, no hooks)."""
+    def _bags_apply(self, values: Tensor) -> bool:
+        """Whether the embedding-bag kernels may replace the gathers and ``propagate``: on the CPU, eager
+        (``torch.compile`` fuses the gathers and scatters itself), and ``propagate`` would only sum
+        ``alpha_ij h_j`` into each target (the ``add`` aggregation, ``source_to_target``, no explain mask,
+        no hooks)."""
         hooks = (self._propagate_forward_pre_hooks, self._propagate_forward_hooks, self._message_forward_pre_hooks,
                  self._message_forward_hooks, self._aggregate_forward_pre_hooks, self._aggregate_forward_hooks)
         return (values.device.type == "cpu" and not torch.compiler.is_compiling() and self.aggr == "add"
                 and self.flow == "source_to_target" and not self.explain
                 and self._decomposed_layers == 1 and not any(hooks))
+
+
+class _PairSum(torch.autograd.Function):
+    """``query[dst] + key[src]`` ``(E, e)``: forward one embedding-bag sum of two rows per edge (one
+    ``(E, e)`` write instead of two gathers and a sum); backward the gradient summed per target and per
+    source by embedding-bag sums over the grouped edges (no scatter into the nodes)."""
+
+    @staticmethod
+    def forward(ctx, query: Tensor, key: Tensor, src: Tensor, dst: Tensor, order_t: Tensor, ptr_t: Tensor,
+                order_s: Tensor, ptr_s: Tensor) -> Tensor:
+        ctx.save_for_backward(order_t, ptr_t, order_s, ptr_s)
+        rows = torch.stack([dst, src + query.shape[0]], dim=1)  # (E, 2) rows of [query; key]
+        return F.embedding_bag(rows, torch.cat([query, key]), mode="sum")  # (E, e)
+
+    @staticmethod
+    @once_differentiable  # a second derivative would need these sums' own backward
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        order_t, ptr_t, order_s, ptr_s = ctx.saved_tensors
+        grad = grad.contiguous()  # (E, e)
+        sums = [F.embedding_bag(order, grad, ptr, mode="sum", include_last_offset=True) if needed else None
+                for order, ptr, needed in ((order_t, ptr_t, ctx.needs_input_grad[0]),
+                                           (order_s, ptr_s, ctx.needs_input_grad[1]))]  # (N_t, e), (N_s, e)
+        return (*sums, None, None, None, None, None, None)
 
 
 class _WeightedSum(torch.autograd.Function):
@@ -233,25 +272,25 @@ class _WeightedSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, values: Tensor, alpha: Tensor, src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
-        """``values (N_s, H*C)``, ``alpha (E, H)``, ``src, dst (E,)`` -> ``(N_t, H*C)`` (zero rows for
-        targets without incoming edges)."""
-        order, ptr = _group(dst, num_dst)  # (E,) edges by target, (N_t + 1,)
-        ctx.save_for_backward(values, alpha, src, dst, order, ptr)
-        return _bag_sum(values, alpha, src, order, ptr)  # (N_t, H*C)
+    def forward(ctx, values: Tensor, alpha: Tensor, src: Tensor, dst: Tensor, order_t: Tensor, ptr_t: Tensor,
+                order_s: Tensor, ptr_s: Tensor) -> Tensor:
+        """``values (N_s, H*C)``, ``alpha (E, H)``, ``src, dst (E,)``, the edges grouped by target and by
+        source (:func:`_group`) -> ``(N_t, H*C)`` (zero rows for targets without incoming edges)."""
+        ctx.save_for_backward(values, alpha, src, dst, order_t, ptr_t, order_s, ptr_s)
+        return _bag_sum(values, alpha, src, order_t, ptr_t)  # (N_t, H*C)
 
     @staticmethod
     @once_differentiable  # a second derivative would need these passes' own backward
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None, None]:
-        values, alpha, src, dst, order, ptr = ctx.saved_tensors
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        values, alpha, src, dst, order_t, ptr_t, order_s, ptr_s = ctx.saved_tensors
         grad = grad.contiguous()  # (N_t, H*C)
         grad_values = grad_alpha = None
         if ctx.needs_input_grad[0]:  # pass 1: d values_j = sum_{j -> i} alpha_ij grad_i
-            grad_values = _bag_sum(grad, alpha, dst, *_group(src, values.shape[0]))  # (N_s, H*C)
+            grad_values = _bag_sum(grad, alpha, dst, order_s, ptr_s)  # (N_s, H*C)
         if ctx.needs_input_grad[1]:  # pass 2: d alpha_ij = <grad_i, values_j> per head
-            grad_alpha = _edge_dots(grad, values, alpha.shape[1], src[order], ptr).T  # (E, H) in target order
-            grad_alpha = torch.empty_like(alpha).index_copy_(0, order, grad_alpha)  # (E, H) in edge order
-        return grad_values, grad_alpha, None, None, None
+            grad_alpha = _edge_dots(grad, values, alpha.shape[1], src[order_t], ptr_t).T  # (E, H) target order
+            grad_alpha = torch.empty_like(alpha).index_copy_(0, order_t, grad_alpha)  # (E, H) in edge order
+        return grad_values, grad_alpha, None, None, None, None, None, None
 
 
 def _group(index: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
