@@ -93,6 +93,43 @@ def test_gradcheck():
         conv, lambda: (conv(x.detach(), EDGE_INDEX, edge_attr.detach(), edge_type) ** 2).sum())
 
 
+@pytest.mark.parametrize("heads, bipartite", [(1, False), (3, True)])
+def test_bag_kernels_equal_pyg_propagate(heads, bipartite):
+    """The eager CPU path (embedding-bag sums over the edges grouped by target and by source, backward by
+    hand) against the gathers and PyG's ``propagate`` it replaces, which a propagate hook brings back: the
+    same output, attention weights and gradients (a loss on both) of every parameter and input, on a graph
+    with parallel edges, edges in no target order and a target without incoming edges (node 5, or node 0
+    of the bipartite targets)."""
+    torch.manual_seed(0)
+    conv = CN3Conv(6, 2, heads=heads, edge_types=3, edge_dim=2, add_self_loops=False).double()
+    torch.nn.init.normal_(conv.bias)
+    x, edge_attr, edge_type = _inputs()
+    x_dst = x[:5].clone() if bipartite else x  # targets 1..4 of EDGE_INDEX, target 0 without edges
+    leaves = [x, edge_attr] + ([x_dst] if bipartite else [])
+    for leaf in leaves:
+        leaf.requires_grad_(True)
+    mix = torch.randn(EDGE_INDEX.shape[1], heads, dtype=torch.float64)
+    edge_index = EDGE_INDEX[:, [5, 2, 7, 0, 3, 6, 1, 4]]  # targets 3 1 4 1 2 3 1 2
+
+    def run():
+        out, (_, alpha) = conv((x, x_dst) if bipartite else x, edge_index, edge_attr, edge_type,
+                               return_attention_weights=True)
+        loss = out.square().sum() + (alpha * mix).sum()
+        return out, alpha, torch.autograd.grad(loss, [*conv.parameters(), *leaves])
+
+    assert conv._bags_apply(x)
+    bags = run()
+    handle = conv.register_propagate_forward_pre_hook(lambda module, inputs: None)
+    assert not conv._bags_apply(x)
+    reference = run()
+    handle.remove()
+    torch.testing.assert_close(bags[0], reference[0])
+    torch.testing.assert_close(bags[1], reference[1])
+    for grad, expected in zip(bags[2], reference[2], strict=True):
+        torch.testing.assert_close(grad, expected)
+    assert reference[0][0 if bipartite else 5].abs().sum() > 0  # a target without edges keeps (1 - g) h + b
+
+
 def _compile_inputs():
     """Self-loops added outside the layer: removing the graph's own has a data-dependent size."""
     x, edge_attr, edge_type = _inputs(dtype=torch.float32)
