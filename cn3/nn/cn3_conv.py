@@ -193,6 +193,7 @@ class CN3Conv(CN3Parts, MessagePassing):
         (src, dst), (num_src, num_dst) = edge_index, size
         groups = None
         if self._bags_apply(values):
+            src, dst = src.long(), dst.long()  # embedding_bag's indices and offsets: one integer type
             groups = (*_group(dst, num_dst), *_group(src, num_src))  # by target, by source: order (E,), ptr (N+1,)
             pre = _PairSum.apply(query, key, src, dst, *groups)  # (E, e)  W_q x_i + W_k x_j
         else:
