@@ -8,7 +8,6 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 from torch_geometric.nn import MessagePassing
 from torch_geometric.typing import Adj
 from torch_geometric.utils import (
@@ -251,7 +250,6 @@ class _PairSum(torch.autograd.Function):
         return F.embedding_bag(rows, torch.cat([query, key]), mode="sum")  # (E, e)
 
     @staticmethod
-    @once_differentiable  # a second derivative would need these sums' own backward
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         order_t, ptr_t, order_s, ptr_s = ctx.saved_tensors
         grad = grad.contiguous()  # (E, e)
@@ -269,7 +267,8 @@ class _WeightedSum(torch.autograd.Function):
     target) over the rows ``j * H + h`` of ``values`` seen as ``(N_s * H, C)``. Backward, in two named
     passes: the values' gradient is the same weighted sum on the reversed edges (a bag per (head,
     source)); the weights' gradient is each edge's dot product ``<grad_i^(h), h_j^(h)>``, computed by
-    :func:`torch.sparse.sampled_addmm` at the edges only.
+    :func:`torch.sparse.sampled_addmm` at the edges only, or, under ``create_graph`` (a second derivative;
+    ``sampled_addmm`` has none over a batch), by differentiable gathers.
     """
 
     @staticmethod
@@ -281,14 +280,17 @@ class _WeightedSum(torch.autograd.Function):
         return _bag_sum(values, alpha, src, order_t, ptr_t)  # (N_t, H*C)
 
     @staticmethod
-    @once_differentiable  # a second derivative would need these passes' own backward
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         values, alpha, src, dst, order_t, ptr_t, order_s, ptr_s = ctx.saved_tensors
         grad = grad.contiguous()  # (N_t, H*C)
         grad_values = grad_alpha = None
         if ctx.needs_input_grad[0]:  # pass 1: d values_j = sum_{j -> i} alpha_ij grad_i
             grad_values = _bag_sum(grad, alpha, dst, order_s, ptr_s)  # (N_s, H*C)
-        if ctx.needs_input_grad[1]:  # pass 2: d alpha_ij = <grad_i, values_j> per head
+        if ctx.needs_input_grad[1] and torch.is_grad_enabled():  # create_graph: a differentiable pass 2
+            heads = alpha.shape[1]
+            grad_alpha = (grad.index_select(0, dst).unflatten(1, (heads, -1))
+                          * values.index_select(0, src).unflatten(1, (heads, -1))).sum(dim=-1)  # (E, H)
+        elif ctx.needs_input_grad[1]:  # pass 2: d alpha_ij = <grad_i, values_j> per head
             grad_alpha = _edge_dots(grad, values, alpha.shape[1], src[order_t], ptr_t).T  # (E, H) target order
             grad_alpha = torch.empty_like(alpha).index_copy_(0, order_t, grad_alpha)  # (E, H) in edge order
         return grad_values, grad_alpha, None, None, None, None, None, None

@@ -130,6 +130,21 @@ def test_bag_kernels_equal_pyg_propagate(heads, bipartite):
     assert reference[0][0 if bipartite else 5].abs().sum() > 0  # a target without edges keeps (1 - g) h + b
 
 
+@pytest.mark.parametrize("bipartite", [False, True])
+def test_bag_kernels_second_derivatives(bipartite):
+    """The hand-written backward of the eager CPU path is itself differentiable (gradient penalties):
+    gradgradcheck on unsorted, parallel edges."""
+    torch.manual_seed(0)
+    conv = CN3Conv(6, 2, heads=2, edge_types=3, edge_dim=2, energy_dim=4, add_self_loops=False).double()
+    x, edge_attr, edge_type = _inputs()
+    x.requires_grad_(True)
+    edge_attr.requires_grad_(True)
+    edge_index = EDGE_INDEX[:, [5, 2, 7, 0, 3, 6, 1, 4]]
+    assert conv._bags_apply(x)
+    assert torch.autograd.gradgradcheck(
+        lambda x_, a_: conv((x_, x_[:5]) if bipartite else x_, edge_index, a_, edge_type), (x, edge_attr))
+
+
 def _compile_inputs():
     """Self-loops added outside the layer: removing the graph's own has a data-dependent size."""
     x, edge_attr, edge_type = _inputs(dtype=torch.float32)
