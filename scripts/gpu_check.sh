@@ -100,6 +100,7 @@ import json, sys, time, warnings
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from cn3.train.averaging import make_ema
 from cn3.train.bucketing import batch_loader
 from cn3.sentence.resolve import resolve_config
 from cn3.train.runtime import resolve_device
@@ -121,6 +122,7 @@ def measure(task: str, device_batches: bool) -> dict:
                          [f"train.device_batches={str(device_batches).lower()}"])
     ds = load_prepared(cfg.data.prepared)
     adapter = SentenceTask(cfg, ds, device, {})
+    average = make_ema(adapter.model, adapter.ema_decay)  # the Trainer's weight average
     t = cfg.train
     epoch = adapter.batches(0)  # TREC's epoch is shorter than the steps measured: it repeats
     batches = [epoch[i % len(epoch)] for i in range(warmup + 3 * steps)]
@@ -136,7 +138,8 @@ def measure(task: str, device_batches: bool) -> dict:
         adapter.forward_backward(batch, len(indices))
         torch.nn.utils.clip_grad_norm_(adapter.model.parameters(), t.clip)
         adapter.optimizer.step()
-        adapter.after_update()
+        if average is not None:
+            average.update_parameters(adapter.model)
         return len(indices)
 
     for _ in range(warmup):

@@ -16,7 +16,7 @@ from cn3.nmt.search import translate_lines
 from cn3.nmt.transformer import ModelArgs, Seq2Seq
 from cn3.runs.compat import upgrade_nmt_config
 from cn3.runs.layout import RunDir
-from cn3.train.checkpoints import load_checkpoint
+from cn3.train.checkpoint import Checkpoint
 from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.util.console import progress
 from cn3.util.errors import RunError
@@ -36,7 +36,7 @@ class LoadedRun:
     model: Seq2Seq
     config: NMTConfig
     tokenizer: Tokenizer
-    checkpoint: dict
+    checkpoint: Checkpoint
     path: Path
 
 
@@ -48,14 +48,14 @@ def load_run(path: str | Path, device: torch.device, which: str = "best") -> Loa
     ckpt_path = run.best if which == "best" and run.best.is_file() else run.latest
     if not ckpt_path.is_file():
         raise RunError(f"{run.path} holds no checkpoint (best.pt/latest.pt); train it first with cn3 nmt train")
-    ckpt = load_checkpoint(ckpt_path)
-    if not isinstance(ckpt, dict) or ckpt.get("kind") != TRANSLATION_CHECKPOINT:
+    ckpt = Checkpoint.load(ckpt_path)
+    if ckpt.kind != TRANSLATION_CHECKPOINT:
         raise RunError(f"{ckpt_path} is not an NMT checkpoint (this command reads runs of cn3 nmt train)")
-    cfg = config_from_dict(upgrade_nmt_config(ckpt["config"], ckpt.get("cn3_version")))
-    model = Seq2Seq(cfg.model, ModelArgs(**ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
+    cfg = config_from_dict(upgrade_nmt_config(ckpt.config, ckpt.cn3_version))
+    model = Seq2Seq(cfg.model, ModelArgs(**ckpt.model_args))
+    model.load_state_dict(ckpt.model)
     model.to(device).eval()
-    return LoadedRun(model, cfg, Tokenizer(ckpt["spm"]), ckpt, run.path)
+    return LoadedRun(model, cfg, Tokenizer(ckpt.payload["spm"]), ckpt, run.path)
 
 
 @contextmanager

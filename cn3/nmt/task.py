@@ -39,6 +39,7 @@ from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.train.optim import make_optimizer
 from cn3.train.runtime import autocast, make_scaler, seed_everything
 from cn3.train.state import TrainState
+from cn3.train.trainer import loss_for_backward, summed_loss
 from cn3.util.atomic import atomic_write, atomic_write_text
 from cn3.util.console import console
 
@@ -106,6 +107,9 @@ class TranslationTask:
 
     unit = "tgt tok"
     device_collate = False  # batches are built on the host (LoopConfig.device_batches is the sentence tasks')
+    checkpoint_kind = TRANSLATION_CHECKPOINT
+    loss_reduction = "sum"  # Seq2Seq.loss sums over the batch's target tokens
+    ema_decay = 0.0  # no weight average
 
     def __init__(self, cfg: NMTConfig, tok: Tokenizer, train_data: EncodedPairs, val_data: EncodedPairs,
                  val_pairs: list, device: torch.device):
@@ -115,8 +119,7 @@ class TranslationTask:
         use_compile(t.compile, device, "translation runs train eager (their batches are cut by tokens)")
         seed_everything(t.seed)
         self.args = ModelArgs(tok.src_vocab, tok.tgt_vocab)
-        self.model = self.evaluated = Seq2Seq(cfg.model, self.args).to(device)
-        self.ema = None
+        self.model = Seq2Seq(cfg.model, self.args).to(device)
         self.scaler = make_scaler(t.precision, device)
         self.optimizer = make_optimizer(self.model, "adam", t.lr, t.l2, betas=(0.9, 0.98), eps=1e-9)
         self.lengths = token_lengths(train_data)
@@ -136,30 +139,26 @@ class TranslationTask:
         with autocast(self.device, self.cfg.train.precision):
             logits = self.model(batch.src, batch.tgt_in)
         loss, _ = self.model.loss(logits.float(), batch.tgt_out, self.cfg.train.label_smoothing)
-        # per target token (count: from the host, where Batch.tokens would read the device);
-        # weight: a rank's share of a global batch (cn3.train.distributed), times the fp16 loss scale
-        (loss * (weight / count)).backward()
-        return loss.detach().double()
+        loss_for_backward(loss, self.loss_reduction, count, weight).backward()
+        return summed_loss(loss, self.loss_reduction, count)
 
     def lr(self, step: int, epoch: int) -> float:
         return learning_rate(step, self.cfg.train.lr, self.cfg.train.warmup)
 
-    def after_update(self) -> None:
-        pass
-
-    def evaluate(self, bar) -> tuple[float, dict, str]:
+    def evaluate(self, model, bar) -> tuple[float, dict, str]:
         t = self.cfg.train
-        val_loss = (validation_loss(self.model, self.val_data, t.max_tokens, t.label_smoothing, self.device)
+        val_loss = (validation_loss(model, self.val_data, t.max_tokens, t.label_smoothing, self.device)
                     if len(self.val_data) else float("nan"))
-        bleu, _, _ = score_pairs(self.model, self.tok, self.val_pairs, t.eval_beam, t.alpha, t.eval_batch_size,
+        bleu, _, _ = score_pairs(model, self.tok, self.val_pairs, t.eval_beam, t.alpha, t.eval_batch_size,
                                  self.device, label="dev BLEU", bar=bar)
         ppl = math.exp(min(val_loss, 50)) if val_loss == val_loss else float("nan")
         return bleu, {"dev_loss": round(val_loss, 4), "dev_bleu": round(bleu, 2)}, \
             f"dev loss {val_loss:.3f} (ppl {ppl:.1f}), dev BLEU {bleu:.2f}"
 
-    def checkpoint_extra(self, full: bool) -> dict:
+    def checkpoint_payload(self) -> dict:
+        """The format, the learning rate's schedule, the subword models' bytes and the corpus."""
         t = self.cfg.train
-        return {"kind": TRANSLATION_CHECKPOINT, "format": 1,
+        return {"format": 1,
                 "scheduler": {"type": "linear_warmup_inverse_sqrt", "lr": t.lr, "warmup": t.warmup},
                 "spm": self.tok.models,
                 "data": {"corpus": corpus_name(self.cfg), "train_pairs": len(self.train_data),

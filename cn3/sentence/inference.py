@@ -21,7 +21,7 @@ from cn3.sentence.config import RunConfig
 from cn3.sentence.crf_marginals import crf_marginals
 from cn3.sentence.model import ModelArgs, SentenceGraphModel
 from cn3.train.bucketing import bucketed_batches
-from cn3.train.checkpoints import load_checkpoint
+from cn3.train.checkpoint import Checkpoint
 from cn3.util.errors import DataError
 from data_prep.example import Example, Sentence
 from data_prep.store import GraphDataset, encode_split
@@ -33,7 +33,7 @@ class LoadedModel:
     config: RunConfig
     vocabs: dict
     manifest: dict
-    checkpoint: dict
+    checkpoint: Checkpoint
 
 
 def load_model(run: RunDir, device: torch.device, which: str = "best") -> LoadedModel:
@@ -42,14 +42,14 @@ def load_model(run: RunDir, device: torch.device, which: str = "best") -> Loaded
 
     run.require()
     path = run.best if which == "best" and run.best.is_file() else run.latest
-    ckpt = load_checkpoint(path)
-    check_sentence_run(ckpt["config"], ckpt.get("cn3_version"), str(path))
-    config = from_dict(RunConfig, upgrade_sentence_config(ckpt["config"], ckpt.get("cn3_version")))
-    model = SentenceGraphModel(config.model, ModelArgs(**ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
+    ckpt = Checkpoint.load(path)
+    check_sentence_run(ckpt.config, ckpt.cn3_version, str(path))
+    config = from_dict(RunConfig, upgrade_sentence_config(ckpt.config, ckpt.cn3_version))
+    model = SentenceGraphModel(config.model, ModelArgs(**ckpt.model_args))
+    model.load_state_dict(ckpt.model)
     model.to(device).eval()
-    vocabs = {k: Vocab.from_dict(v) for k, v in ckpt["vocab"].items()}
-    return LoadedModel(model, config, vocabs, ckpt["manifest"], ckpt)
+    vocabs = {k: Vocab.from_dict(v) for k, v in ckpt.payload["vocab"].items()}
+    return LoadedModel(model, config, vocabs, ckpt.payload["manifest"], ckpt)
 
 
 def scored_batches(model: SentenceGraphModel, dataset, device: torch.device, batch_size: int = 128):

@@ -16,7 +16,6 @@ from cn3.sentence.inference import evaluate_dataset, gold_and_predictions, load_
 from cn3.sentence.model import SentenceGraphModel, model_args_from_dataset
 from cn3.sentence.prepared import prepared_path
 from cn3.train.adversarial import EmbeddingAdversary
-from cn3.train.averaging import ema_state, make_ema
 from cn3.train.bucketing import bucketed_batches, epoch_seed
 from cn3.train.compiled import CompiledForward, bucket_length, recompile_limit, use_compile
 from cn3.train.distributed import World
@@ -24,6 +23,7 @@ from cn3.train.kinds import SENTENCE_CHECKPOINT
 from cn3.train.optim import make_optimizer
 from cn3.train.runtime import autocast, make_scaler, seed_everything
 from cn3.train.state import TrainState
+from cn3.train.trainer import loss_for_backward, summed_loss
 from cn3.util.atomic import atomic_write_json
 
 #: the manifest entries a checkpoint keeps, so that the run is scored and used without its dataset
@@ -43,6 +43,8 @@ class SentenceTask:
     """
 
     unit = "items"
+    checkpoint_kind = SENTENCE_CHECKPOINT
+    loss_reduction = "mean"  # the model's loss is a mean over the batch's items
 
     def __init__(self, cfg: RunConfig, ds, device: torch.device, vocab_dict: dict, command: str | None = None):
         t = cfg.train
@@ -54,10 +56,8 @@ class SentenceTask:
         compiled = use_compile(t.compile, device, no_compile)
         self.optimizer = make_optimizer(self.model, t.optimizer, t.lr, t.weight_decay,
                                         fused=compiled and device.type == "cuda")
-        self.ema = make_ema(self.model, t.ema)
+        self.ema_decay = t.ema
         self.scaler = make_scaler(t.precision, device)
-        self.evaluated = self.ema.module if self.ema is not None else self.model
-        # after make_ema: the average's copy of the model must not carry the adversary's hook
         self.adversary = EmbeddingAdversary(self.model.nodes.word, t.adversarial) if t.adversarial else None
         self.train_set, self.dev_set = ds.splits["train"], ds.splits["dev"]
         self.lengths = item_lengths(self.train_set)
@@ -73,7 +73,7 @@ class SentenceTask:
                                 max_tokens=t.max_tokens or None)
 
     def count(self, indices) -> int:
-        return len(indices)  # the loss is a mean over items
+        return len(indices)
 
     def _loss(self, batch: GraphBatch) -> torch.Tensor:
         """The training loss of ``batch`` (what ``train.compile`` compiles)."""
@@ -84,44 +84,38 @@ class SentenceTask:
         batch = batch.to(self.device)
         if self.compiled is not None:  # static shapes: positions padded up to a bucket
             loss = self.compiled(batch.padded_to(bucket_length(batch.width())))
-            (loss * weight).backward()  # weight outside the graph: a changing float would recompile it
-            return loss.detach().double() * count
+            # weight outside the graph: a changing float would recompile it
+            loss_for_backward(loss, self.loss_reduction, count, weight).backward()
+            return summed_loss(loss, self.loss_reduction, count)
         losses = []
 
         def forward():
             with autocast(self.device, self.cfg.train.precision):
                 out = self.model(batch)
-            losses.append(out.loss.detach())
-            # weight: a rank's share of a global batch (cn3.train.distributed), times the fp16 loss scale
-            out.loss = out.loss * weight
+            losses.append(out.loss)
+            out.loss = loss_for_backward(out.loss, self.loss_reduction, count, weight)
             return out
 
         if self.adversary is None:
             forward().loss.backward()
         else:
             self.adversary.backward(forward)
-        return losses[0].double() * count  # the clean loss, summed over the items
+        return summed_loss(losses[0], self.loss_reduction, count)  # the clean loss
 
     def lr(self, step: int, epoch: int) -> float:
         t = self.cfg.train
         warm = min(1.0, step / t.warmup) if t.warmup else 1.0
         return t.lr * t.lr_decay ** epoch * warm  # a function of step and epoch alone: resume needs no state
 
-    def after_update(self) -> None:
-        if self.ema is not None:
-            self.ema.update_parameters(self.model)
-
-    def evaluate(self, bar) -> tuple[float, dict, str]:
-        dev = evaluate_dataset(self.evaluated, self.dev_set, self.ds.vocabs["labels"].itos, self.args.level,
+    def evaluate(self, model, bar) -> tuple[float, dict, str]:
+        dev = evaluate_dataset(model, self.dev_set, self.ds.vocabs["labels"].itos, self.args.level,
                                self.ds.manifest.get("tag_scheme"), self.device, self.cfg.train.eval_batch_size)
         return dev["score"], {"dev": dev["score"], "metric": dev["metric"]}, f"dev {dev['metric']} {dev['score']:.2f}"
 
-    def checkpoint_extra(self, full: bool) -> dict:
-        # "model" (written by the trainer) is what evaluation uses, the average under train.ema; the raw
-        # weights that training goes on from are kept beside it only when they differ.
+    def checkpoint_payload(self) -> dict:
+        """The vocabularies and the manifest's :data:`MANIFEST_KEYS`."""
         m = self.ds.manifest
-        return {"kind": SENTENCE_CHECKPOINT, **(ema_state(self.ema, self.model) if full else {}),
-                "vocab": self.vocab_dict, "manifest": {k: m[k] for k in MANIFEST_KEYS}}
+        return {"vocab": self.vocab_dict, "manifest": {k: m[k] for k in MANIFEST_KEYS}}
 
     def final_results(self, run: RunDir, state: TrainState) -> tuple[dict, Table, list[str]]:
         """Score the best checkpoint on dev and test and keep its predictions

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -17,11 +18,15 @@ from torch import nn
 class WeightAverage:
     """The moving average of a model's parameters and buffers; ``module`` is the averaged copy to evaluate.
 
-    The update count is kept on the host (``updates``), so an update never waits for the device.
+    The copy has the model's modules and weights but none of the hooks registered on them (the
+    adversary's, a probe's): those belong to the model trained. The update count is kept on the host
+    (``updates``), so an update never waits for the device.
     """
 
     def __init__(self, model: nn.Module, decay: float):
-        self.module = copy.deepcopy(model)
+        no_hooks = {id(hooks): OrderedDict() for module in model.modules()
+                    for hooks in (module._forward_hooks, module._forward_pre_hooks)}
+        self.module = copy.deepcopy(model, memo=no_hooks)
         self.decay = decay
         self.updates = 0
 
@@ -38,6 +43,11 @@ class WeightAverage:
                 avg.lerp_(cur, weight)
         self.updates += 1
 
+    def load(self, weights: dict, updates: int) -> None:
+        """Take a checkpoint's averaged ``weights`` (its ``model``) and its count of ``updates``."""
+        self.module.load_state_dict(weights)
+        self.updates = updates
+
 
 def _tensors(model: nn.Module):
     return itertools.chain(model.parameters(), model.buffers())
@@ -46,25 +56,8 @@ def _tensors(model: nn.Module):
 def make_ema(model: nn.Module, decay: float) -> WeightAverage | None:
     """An averaged copy of ``model`` (``.module`` is the model to evaluate), or ``None`` if ``decay`` is 0.
 
-    Call ``update_parameters(model)`` after every optimiser step; :func:`ema_state` and
-    :func:`load_ema_state` checkpoint it.
+    Call ``update_parameters(model)`` after every optimiser step. The Trainer owns it
+    (:class:`cn3.train.trainer.Trainer`) and keeps it in ``latest.pt`` (``model``: the average;
+    ``raw_model``, ``ema_updates``: :class:`cn3.train.checkpoint.Checkpoint`).
     """
     return WeightAverage(model, decay) if decay else None
-
-
-def ema_state(ema: WeightAverage | None, model: nn.Module) -> dict:
-    """Checkpoint entries besides ``model`` (which holds ``ema.module``'s weights, the ones evaluated):
-    the raw weights training continues from, and the number of updates averaged."""
-    if ema is None:
-        return {"raw_model": None, "ema_updates": None}
-    return {"raw_model": model.state_dict(), "ema_updates": ema.updates}
-
-
-def load_ema_state(ckpt: dict, ema: WeightAverage | None, model: nn.Module) -> None:
-    """Restore ``model`` (the raw weights) and ``ema`` from a checkpoint written with :func:`ema_state`."""
-    if ema is None:
-        model.load_state_dict(ckpt["model"])
-        return
-    model.load_state_dict(ckpt["raw_model"])
-    ema.module.load_state_dict(ckpt["model"])
-    ema.updates = ckpt["ema_updates"]

@@ -1,6 +1,7 @@
-"""Checkpoints: read with ``torch.load(weights_only=True)`` (a shared run directory cannot run code
-when it is opened), converted from earlier releases, restored for ``--resume``; a resumed run's
-config checked against the one it started with."""
+"""Checkpoint files read with ``torch.load(weights_only=True)`` (a shared run directory cannot run
+code when it is opened), written in the plain forms that reads, and those of earlier releases that
+pickled NumPy's random state converted (``cn3 checkpoint upgrade``); a resumed run's config checked
+against the one it started with. What a checkpoint holds: :class:`cn3.train.checkpoint.Checkpoint`."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import torch
 import yaml
 
 from cn3.config import ConfigError, from_dict, to_dict
-from cn3.runs.compat import check_resumable
-from cn3.train.averaging import load_ema_state
-from cn3.train.runtime import plain_rng_state, set_rng_state
+from cn3.train.runtime import plain_rng_state
 from cn3.util.atomic import atomic_write
 from cn3.util.errors import RunError
 
@@ -34,7 +33,8 @@ def upgrade_command(path: Path) -> str:
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """A checkpoint (``best.pt``, ``latest.pt``) read with ``torch.load(weights_only=True)``, on the host.
+    """A checkpoint (``best.pt``, ``latest.pt``) read with ``torch.load(weights_only=True)``, on the host,
+    as the dict the file holds (:meth:`cn3.train.checkpoint.Checkpoint.load` reads it as a checkpoint).
 
     Only tensors, numbers, strings and plain containers are read, so opening a run someone shared
     runs no code from it. Everything comes back on the CPU: the RNG states must (``set_rng_state``
@@ -135,24 +135,6 @@ def plain_checkpoint(value, where: str):
         return value
     raise RunError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which a checkpoint "
                       "cannot hold (tensors, numbers, strings and containers of them only)")
-
-
-def restore_checkpoint(path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       ema: torch.nn.Module | None = None, scaler: torch.amp.GradScaler | None = None) -> dict:
-    """Load a ``latest.pt`` for ``--resume``: weights, optimiser, weight average, loss scaler and
-    every RNG stream. Read on the host (:func:`load_checkpoint`); the model and optimizer take
-    their states to their own device.
-
-    Returns the checkpoint's training ``state`` (epoch, batch in epoch, step, best score, ...).
-    """
-    ckpt = load_checkpoint(path)
-    check_resumable(ckpt.get("cn3_version"), path)
-    load_ema_state(ckpt, ema, model)
-    optimizer.load_state_dict(ckpt["optimizer"])
-    if scaler is not None:
-        scaler.load_state_dict(ckpt["scaler"])
-    set_rng_state(ckpt["rng"])
-    return ckpt["state"]
 
 
 def check_resume_config(saved: dict, new: dict, resumable: set[tuple[str, str]]) -> None:

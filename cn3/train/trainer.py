@@ -1,14 +1,18 @@
 """The Trainer: one training loop for every kind of run (``cn3 train`` and ``cn3 nmt train``).
 
 A :class:`RunTask` supplies what differs between kinds (model, batches, loss, dev score, learning
-rate, checkpoint contents, final scores); the :class:`Trainer` does the rest identically:
+rate, its checkpoint entries, final scores); the :class:`Trainer` does the rest identically:
 
 * updates with gradient clipping (:func:`train_step`), progress with throughput, a log line every
   ``log_every`` steps;
 * ``evals_per_epoch`` evaluations per epoch, ``best.pt`` at each improvement, early stopping after
   ``patience`` evaluations without one, ``max_steps``;
 * ``latest.pt`` every ``checkpoint_every`` steps, at every epoch end, at a stop and on Ctrl-C or
-  SIGTERM, with everything resuming needs (``best.pt`` leaves out the optimizer and RNG states);
+  SIGTERM, with everything resuming needs (``best.pt`` leaves out the optimizer and RNG states):
+  one :class:`~cn3.train.checkpoint.Checkpoint`, built by :meth:`Trainer.checkpoint` and restored
+  by :meth:`Trainer.restore`;
+* the weight average (``train.ema``, :mod:`cn3.train.averaging`), evaluated and kept in ``best.pt``;
+* the loss an update takes, normalised the same way for every kind (:func:`loss_for_backward`);
 * at the end ``results.json``, the results line of ``log.txt`` and ``curves.png``.
 
 Exact resume: each epoch's batch order is a pure function of ``(seed, epoch)``; a checkpoint stores
@@ -27,38 +31,68 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 
 import cn3
 from cn3.config import ConfigError, to_dict
+from cn3.runs.compat import check_resumable
 from cn3.runs.kinds import RunKind
 from cn3.runs.layout import RunDir
 from cn3.train import runtime
+from cn3.train.averaging import WeightAverage, make_ema
 from cn3.train.bucketing import batch_loader
-from cn3.train.checkpoints import check_resume_config, plain_checkpoint, read_saved_config, restore_checkpoint
+from cn3.train.checkpoint import Checkpoint
+from cn3.train.checkpoints import check_resume_config, read_saved_config
 from cn3.train.config import LoopConfig
 from cn3.train.distributed import SINGLE, World, check_world_size, init_world, shutdown, step_seed
 from cn3.train.interrupts import Interrupts
 from cn3.train.monitor import RunningLoss, Scalars, check_tensorboard, draw_curves, loss_due
 from cn3.train.runtime import deterministic_algorithms, resolve_device, rng_state, seed_everything, slow_precision_note
 from cn3.train.state import TrainState
-from cn3.util.atomic import atomic_torch_save, atomic_write_json
+from cn3.util.atomic import atomic_write_json
 from cn3.util.console import console, progress
 from cn3.util.errors import RunError
+
+#: what a kind's batch loss is over the items or tokens it counts (:attr:`RunTask.loss_reduction`)
+Reduction = Literal["mean", "sum"]
+
+
+def loss_for_backward(loss: torch.Tensor, reduction: Reduction, count: int,
+                      weight: float | torch.Tensor) -> torch.Tensor:
+    """The loss whose gradient an update takes, for every kind: the batch's loss per item or token,
+    times ``weight`` (a rank's share of a global batch, :mod:`cn3.train.distributed`, times the fp16
+    loss scale).
+
+    ``loss`` is the batch's loss over ``count`` items or tokens, as ``reduction`` says: its ``"mean"``
+    (a sentence batch's, per item: multiplied by ``weight`` as it is) or its ``"sum"`` (a translation
+    batch's, over target tokens: divided by ``count`` here; ``count`` comes from the host, where
+    counting the batch's tokens would wait for the device)."""
+    if reduction == "mean":
+        return loss * weight
+    return loss * (weight / count)
+
+
+def summed_loss(loss: torch.Tensor, reduction: Reduction, count: int) -> torch.Tensor:
+    """``loss`` (as in :func:`loss_for_backward`) summed over its ``count`` items or tokens, detached,
+    in float64, on the device: what a task's ``forward_backward`` returns and the running loss adds."""
+    loss = loss.detach().double()
+    return loss * count if reduction == "mean" else loss
 
 
 class RunTask(Protocol):
     """What a kind of run gives the :class:`Trainer`.
 
     Attributes:
-        model: the trained module; ``evaluated``: the weights evaluation scores and ``best.pt``
-            keeps (the model itself, or its moving average).
+        model: the trained module.
         args: the model's constructor arguments (a dataclass), saved in every checkpoint.
         optimizer: built over ``model``'s parameters.
-        ema: the weight average (:class:`cn3.train.averaging.WeightAverage`) or ``None``.
         scaler: the loss scaler of an ``fp16`` run (:func:`cn3.train.runtime.make_scaler`) or ``None``.
+        ema_decay: the decay of the weight average the Trainer keeps (0: none).
+        checkpoint_kind: the ``kind`` of its checkpoints (:mod:`cn3.train.kinds`).
+        loss_reduction: what its batch loss is over the items or tokens :meth:`count` counts
+            (:func:`loss_for_backward`).
         device: where the model is.
         unit: what the throughput counts (``items``, ``tgt tok``).
         device_collate: :meth:`collate` builds batches on ``device`` itself: no loader workers, no
@@ -66,11 +100,12 @@ class RunTask(Protocol):
     """
 
     model: torch.nn.Module
-    evaluated: torch.nn.Module
     args: object
     optimizer: torch.optim.Optimizer
-    ema: torch.nn.Module | None
     scaler: torch.amp.GradScaler | None
+    ema_decay: float
+    checkpoint_kind: str
+    loss_reduction: Reduction
     device: torch.device
     unit: str
     device_collate: bool
@@ -83,24 +118,22 @@ class RunTask(Protocol):
         the host in the loader's workers (picklable, drawing no random numbers) or on the device."""
 
     def count(self, indices: list[int]) -> int:
-        """What the batch's loss is a mean over (items, target tokens), from the indices alone."""
+        """What the batch's loss is over (items, target tokens), from the indices alone."""
 
     def forward_backward(self, batch, count: int, weight: float | torch.Tensor = 1.0) -> torch.Tensor:
-        """Forward and backward on a collated batch of ``count`` items or tokens, the loss multiplied
-        by ``weight`` before the backward pass. Returns the loss summed over ``count``, detached,
-        float64, on the device."""
+        """Forward and backward on a collated batch of ``count`` items or tokens, backward through
+        :func:`loss_for_backward`. Returns :func:`summed_loss`."""
 
     def lr(self, step: int, epoch: int) -> float:
         """The learning rate of update ``step`` (from 1) in ``epoch`` (from 0)."""
 
-    def after_update(self) -> None:
-        """After each optimizer step (the weight average's update)."""
+    def evaluate(self, model: torch.nn.Module, bar) -> tuple[float, dict, str]:
+        """``(dev score, record fields, log text)`` of ``model`` (the weight average, or the model
+        itself); higher scores are better."""
 
-    def evaluate(self, bar) -> tuple[float, dict, str]:
-        """``(dev score, record fields, log text)``; higher scores are better."""
-
-    def checkpoint_extra(self, full: bool) -> dict:
-        """The kind's keys of a checkpoint (``full``: ``latest.pt``, which resuming reads)."""
+    def checkpoint_payload(self) -> dict:
+        """The kind's own entries of its checkpoints (plain data: what loading the run needs besides
+        config, arguments and weights), the same in ``best.pt`` and ``latest.pt``."""
 
     def final_results(self, run: RunDir, state: TrainState) -> tuple[dict, object, list[str]]:
         """Score the best checkpoint: ``(results, table, notes)``: what ``results.json`` holds, a
@@ -108,10 +141,11 @@ class RunTask(Protocol):
 
 
 def train_step(task: RunTask, batch, count: int, weight: float | torch.Tensor, lr: float, clip: float,
-               world: World = SINGLE) -> torch.Tensor:
+               world: World = SINGLE, average: WeightAverage | None = None) -> torch.Tensor:
     """One optimizer update of ``task.model`` on a collated ``batch`` of ``count`` items or tokens:
-    forward and backward (loss times ``weight``), gradients averaged over torchrun ranks, unscaled
-    under fp16, clipped to norm ``clip`` (0: not clipped), then a step at learning rate ``lr``.
+    forward and backward (:func:`loss_for_backward` with ``weight``), gradients averaged over
+    torchrun ranks, unscaled under fp16, clipped to norm ``clip`` (0: not clipped), then a step at
+    learning rate ``lr`` and the weight ``average``'s update.
 
     Returns the loss summed over ``count``, on the device. Reads nothing from the device (but
     ``GradScaler.step``'s inf/NaN check under fp16).
@@ -131,7 +165,8 @@ def train_step(task: RunTask, batch, count: int, weight: float | torch.Tensor, l
     else:  # skipped when a gradient is inf/NaN; the scale then backs off
         scaler.step(optimizer)
         scaler.update()
-    task.after_update()
+    if average is not None:
+        average.update_parameters(model)
     return loss
 
 
@@ -158,50 +193,83 @@ class Trainer:
         config_dict: the resolved config, saved in every checkpoint.
         world: the torchrun process group (:mod:`cn3.train.distributed`); rank 0 alone evaluates and writes.
 
+    Attributes:
+        average: the moving average of the task's model (``task.ema_decay``; :mod:`cn3.train.averaging`)
+            or ``None``; :attr:`evaluated` is what evaluations score and checkpoints keep as ``model``.
+
     Call :meth:`start` (new or resumed), then :meth:`fit`.
     """
 
     def __init__(self, task: RunTask, config: LoopConfig, run: RunDir, config_dict: dict, world: World = SINGLE):
         self.task, self.config, self.run, self.config_dict, self.world = task, config, run, config_dict, world
+        self.average = make_ema(task.model, task.ema_decay)
         self.state = TrainState(world_size=world.size)
         self.scalars = Scalars(config, run, enabled=False)
         self.interrupts: Interrupts | None = None
         self._clock = time.perf_counter()
 
+    @property
+    def evaluated(self) -> torch.nn.Module:
+        """The weights evaluations score and ``best.pt`` keeps: the average, or the model itself."""
+        return self.average.module if self.average is not None else self.task.model
+
     def start(self, resume: bool, what: str) -> None:
-        """A new run (``what`` names it in the log), or ``latest.pt``'s state, weights, optimizer,
-        average and RNG streams when ``resume``. A resumed run must have the number of processes it
-        was started with."""
+        """A new run (``what`` names it in the log), or, when ``resume``, :meth:`restore` from
+        ``latest.pt``, which must have been written by this release. A resumed run must have the
+        number of processes it was started with.
+
+        Raises:
+            ConfigError: ``latest.pt`` is another release's.
+            RunError: it is no readable checkpoint.
+        """
         if not resume:
             self.run.log(f"cn3 {cn3.__version__}: training {what} into {self.run.path}")
             return
-        t = self.task
-        saved = restore_checkpoint(self.run.latest, t.model, t.optimizer, t.ema, t.scaler)
-        self.state = TrainState()
-        self.state.load_state_dict(saved)
+        ckpt = Checkpoint.load(self.run.latest)
+        check_resumable(ckpt.cn3_version, self.run.latest)
+        self.restore(ckpt)
         check_world_size(self.state.world_size, self.world, self.run.path)
-        if "best_written" not in saved:  # a checkpoint older than the field
-            self.state.best_written = self.run.best.is_file()
         s = self.state
         self.run.log(f"resuming {self.run.path} at epoch {s.epoch + 1}, batch {s.batch_in_epoch}, "
                      f"step {s.step} (best dev {s.best_score:.2f})")
 
     # ------------------------------------------------------------------ checkpoints and evaluation
 
-    def save(self, path: Path) -> None:
-        """Write a checkpoint (rank 0 only): ``latest.pt`` with the optimizer, scaler and RNG
-        states that resuming needs, ``best.pt`` without them."""
-        if not self.world.main:
-            return
-        full = path == self.run.latest
+    def checkpoint(self, full: bool) -> Checkpoint:
+        """This moment of the run as a checkpoint: ``full`` (``latest.pt``) with the optimizer,
+        scaler and RNG states and the raw weights under an average, which resuming needs; else
+        (``best.pt``) the evaluated weights, the state and the task's payload only."""
+        t, average = self.task, self.average
+        return Checkpoint(
+            kind=t.checkpoint_kind, cn3_version=cn3.__version__, config=self.config_dict,
+            model_args=dict(vars(t.args)), model=self.evaluated.state_dict(), state=self.state.state_dict(),
+            payload=t.checkpoint_payload(),
+            optimizer=t.optimizer.state_dict() if full else None,
+            scaler=t.scaler.state_dict() if full and t.scaler is not None else None,
+            rng=rng_state() if full else None,
+            raw_model=t.model.state_dict() if full and average is not None else None,
+            ema_updates=average.updates if full and average is not None else None)
+
+    def restore(self, ckpt: Checkpoint) -> None:
+        """Take a full checkpoint's weights, average, optimizer, loss scaler, RNG streams and state.
+        The checkpoint is on the host; the model and optimizer take their states to their device."""
         t = self.task
-        atomic_torch_save(path, plain_checkpoint({
-            "cn3_version": cn3.__version__, "config": self.config_dict, "model_args": dict(vars(t.args)),
-            "model": t.evaluated.state_dict(),
-            "optimizer": t.optimizer.state_dict() if full else None,
-            "scaler": t.scaler.state_dict() if full and t.scaler is not None else None,
-            "rng": rng_state() if full else None, "state": self.state.state_dict(), **t.checkpoint_extra(full)},
-            path.name))
+        if self.average is None:
+            t.model.load_state_dict(ckpt.model)
+        else:  # model: the average's weights; raw_model: those training goes on from
+            t.model.load_state_dict(ckpt.raw_model)
+            self.average.load(ckpt.model, ckpt.ema_updates)
+        t.optimizer.load_state_dict(ckpt.optimizer)
+        if t.scaler is not None:
+            t.scaler.load_state_dict(ckpt.scaler)
+        runtime.set_rng_state(ckpt.rng)
+        self.state = TrainState()
+        self.state.load_state_dict(ckpt.state)
+
+    def save(self, path: Path) -> None:
+        """Write :meth:`checkpoint` to ``path`` (rank 0 only): full when it is ``latest.pt``."""
+        if self.world.main:
+            self.checkpoint(full=path == self.run.latest).write(path)
 
     def save_latest(self) -> None:
         """``latest.pt`` with the time trained so far."""
@@ -221,7 +289,7 @@ class Trainer:
 
     def _dev_evaluation(self, epoch: int, train_loss: float, bar, final: bool) -> None:
         s = self.state
-        score, fields, text = self.task.evaluate(bar)
+        score, fields, text = self.task.evaluate(self.evaluated, bar)
         score = float(score)  # a numpy scalar would make the checkpoint unloadable with weights_only
         self.task.model.train()
         record = {"epoch": epoch, "batch": s.batch_in_epoch, "step": s.step, "train_loss": round(train_loss, 4),
@@ -287,7 +355,7 @@ class Trainer:
         n = task.count(own)
         weight = w.size * n / task.count(whole) if real else 0.0
         lr = task.lr(s.step + 1, epoch)
-        loss = train_step(task, batch, n, self._loss_weight(weight), lr, self.config.clip, w)
+        loss = train_step(task, batch, n, self._loss_weight(weight), lr, self.config.clip, w, self.average)
         if real:
             running.add(loss, n)
         s.step += 1

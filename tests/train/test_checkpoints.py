@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,14 +20,16 @@ import cn3
 import cn3.runs.layout
 import cn3.sentence.inference
 import cn3.sentence.task
-import cn3.train.averaging
 from cli.main import app
 from cn3.kinds import train
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
-from cn3.train.checkpoints import load_checkpoint, restore_checkpoint
+from cn3.train.checkpoint import Checkpoint
+from cn3.train.checkpoints import load_checkpoint
+from cn3.train.config import LoopConfig
 from cn3.train.runtime import rng_state, set_rng_state
+from cn3.train.trainer import Trainer
 from cn3.util.errors import RunError
 from data_prep.prepare import PrepareSettings, prepare
 from tests.nmt.test_nmt_cli import TINY as NMT_TINY
@@ -90,15 +93,17 @@ def test_a_cuda_run_resumes_with_its_rng_states_as_cpu_bytes(straight, tmp_path,
 
     model = cn3.sentence.inference.load_model(cn3.runs.layout.RunDir(straight), torch.device("cpu"),
                                               which="latest").model.to("meta")
-    optimizer = torch.optim.Adadelta(model.parameters())
-    ema = cn3.train.averaging.make_ema(model, 0.9)
+    task = SimpleNamespace(model=model, optimizer=torch.optim.Adadelta(model.parameters()), scaler=None,
+                           ema_decay=0.9)
+    trainer = Trainer(task, LoopConfig(), cn3.runs.layout.RunDir(tmp_path), {})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # copying into meta parameters is a no-op, and says so
-        state = restore_checkpoint(tmp_path / "latest.pt", model, optimizer, ema)
-    assert state["step"] == ckpt["state"]["step"] and draws() == expected
+        trainer.restore(Checkpoint.load(tmp_path / "latest.pt"))
+    assert trainer.state.step == ckpt["state"]["step"] and draws() == expected
+    assert trainer.average.updates == ckpt["ema_updates"]
     assert len(restored) == 1 and restored[0].device.type == "cpu" and restored[0].dtype == torch.uint8
     assert torch.equal(restored[0], cuda_states[0])
-    assert next(iter(optimizer.state.values()))["square_avg"].device.type == "meta"
+    assert next(iter(task.optimizer.state.values()))["square_avg"].device.type == "meta"
 
 
 def test_sentence_and_translation_checkpoints_load_with_weights_only(straight, tmp_path):

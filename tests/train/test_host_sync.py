@@ -103,10 +103,11 @@ class DeviceCalls(TorchFunctionMode):
     first); ``evaluated``: the updates after which an evaluation ran.
     """
 
-    def __init__(self, adapter):
+    def __init__(self, trainer):
         super().__init__()
+        adapter = trainer.task
         self.on_device = WeakIdKeyDictionary()
-        modules = [adapter.model] + ([adapter.ema.module] if adapter.ema is not None else [])
+        modules = [adapter.model] + ([trainer.average.module] if trainer.average is not None else [])
         for module in modules:
             for tensor in (*module.parameters(), *module.buffers()):
                 self.on_device[tensor] = True
@@ -166,7 +167,7 @@ def watch(monkeypatch) -> list[DeviceCalls]:
     real = cn3.train.trainer.Trainer.fit
 
     def fit(trainer):
-        counters.append(DeviceCalls(trainer.task))
+        counters.append(DeviceCalls(trainer))
         with counters[-1]:
             return real(trainer)
 
