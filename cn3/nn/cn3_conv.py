@@ -53,6 +53,12 @@ class CN3Conv(CN3Parts, MessagePassing):
     graph there; compile with ``add_self_loops=False`` and add the loops beforehand (as PyG's compile
     tests do).
 
+    On the CPU, eager, the edges' sums (``W_q x_i + W_k x_j`` per edge, the weighted sum per target, and
+    their gradients) run as :func:`torch.nn.functional.embedding_bag` sums over the edges grouped by
+    target and by source, with no ``(E, H*C)`` messages; under ``torch.compile``, on other devices, with
+    propagate / message / aggregate hooks, ``explain`` or another ``aggr`` the layer gathers and calls
+    PyG's ``propagate``. Both compute the same function (tested to float64 precision, gradients included).
+
     Inputs as PyG's layers take them: ``edge_index`` a ``(2, E)`` tensor, or ``adj_t`` (targets by
     sources) as a ``torch_sparse.SparseTensor`` or a ``torch.sparse`` COO / CSR / CSC tensor; ``x`` one
     tensor or a bipartite pair ``(x_src, x_dst)`` of the same width ``F`` (keys and messages from the
