@@ -1,18 +1,54 @@
-"""The CN3 layer over dense batches of graphs, in the conventions of PyG's ``DenseGATConv``."""
+"""The CN3 layer over dense batches of graphs, in the conventions of PyG's ``DenseGATConv``.
+
+The layer reads in two files: this one (parameters, node projections, masks, gated update) and
+:mod:`cn3.layers.dynamic_graph` (:func:`~cn3.layers.dynamic_graph.cn3_attention`: energy, edge weights
+and messages, every head at once), which the sentence models run as well.
+"""
 
 from __future__ import annotations
 
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from torch_geometric.nn.dense.linear import Linear
+from torch_geometric.nn.inits import glorot, zeros
 
-from cn3.layers.dynamic_graph import IMPLS, cn3_attention
-from cn3.layers.edge_weights import graph_attention
-from cn3.nn.parts import CN3Parts
+from cn3.layers.dynamic_graph import IMPLS, cn3_attention, pair_table
+from cn3.layers.edge_weights import EDGE_WEIGHTS, ENERGY_FORMS, graph_attention
 
 
-class DenseCN3Conv(CN3Parts, nn.Module):
+def check_arguments(*, in_channels: int, out_channels: int, heads: int, edge_types: int, edge_dim: int | None,
+                    energy_dim: int | None, dropout: float, project: bool | None, edge_weights: str,
+                    energy_form: str) -> tuple[int, bool]:
+    """The CN3 layers' constructor arguments checked (:class:`DenseCN3Conv`'s Args), and the two that
+    have defaults resolved: ``energy_dim`` (``heads * out_channels``) and ``project`` (whether ``P`` exists).
+
+    Raises:
+        ValueError: an argument out of range, or ``project=False`` with ``in_channels != heads * out_channels``.
+    """
+    width = heads * out_channels  # H*C
+    energy_dim = width if energy_dim is None else energy_dim
+    if edge_weights not in EDGE_WEIGHTS or energy_form not in ENERGY_FORMS:
+        raise ValueError(f"edge_weights must be one of {', '.join(EDGE_WEIGHTS)} and energy_form one of "
+                         f"{', '.join(ENERGY_FORMS)}, got {edge_weights!r}, {energy_form!r}")
+    if min(out_channels, heads) < 1 or (in_channels < 1 and in_channels != -1):
+        raise ValueError(f"in_channels (or -1, lazy), out_channels and heads must be >= 1, got {in_channels}, "
+                         f"{out_channels}, {heads}")
+    if energy_dim < heads or energy_dim % heads:
+        raise ValueError(f"energy_dim={energy_dim} must be a positive multiple of heads={heads}")
+    if edge_types < 0 or (edge_dim is not None and edge_dim < 1):
+        raise ValueError(f"edge_types must be >= 0 and edge_dim None or >= 1, got {edge_types}, {edge_dim}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    project = in_channels != width if project is None else project
+    if not project and in_channels != width:  # a lazy layer (-1) always projects
+        raise ValueError(f"project=False needs in_channels == heads * out_channels, got {in_channels} != {width}")
+    return energy_dim, project
+
+
+class DenseCN3Conv(nn.Module):
     r"""The CN3 layer (Liu et al., "Contextualized Non-local Neural Networks for Sequence Learning",
     AAAI 2019) on dense batches: every node learns a soft graph over the nodes it may attend, takes
     their weighted sum and gates its update.
@@ -88,14 +124,36 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         super().__init__()
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
-        self.impl = impl
-        self._build(in_channels, out_channels, heads, concat, edge_types, edge_dim, energy_dim, gate, dropout,
-                    bias, project, add_self_loops, edge_weights, energy_form)
+        energy_dim, project = check_arguments(
+            in_channels=in_channels, out_channels=out_channels, heads=heads, edge_types=edge_types,
+            edge_dim=edge_dim, energy_dim=energy_dim, dropout=dropout, project=project, edge_weights=edge_weights,
+            energy_form=energy_form)
+        self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
+        self.edge_types, self.edge_dim, self.energy_dim = edge_types, edge_dim, energy_dim
+        self.dropout, self.add_self_loops, self.impl = dropout, add_self_loops, impl
+        self.edge_weights, self.energy_form = edge_weights, energy_form
+        width = heads * out_channels  # H*C
+        # in_channels=-1: lazy, the input projections take their width at the first call (PyG's convention)
+        self.lin = Linear(in_channels, width, bias=False, weight_initializer="glorot") if project else None  # P
+        self.lin_query = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_q
+        self.lin_key = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_k
+        self.edge_emb = nn.Embedding(edge_types, energy_dim) if edge_types else None  # E: (T, e)
+        self.lin_edge = (Linear(edge_dim, energy_dim, bias=False, weight_initializer="glorot")
+                         if edge_dim else None)  # W_a
+        self.att = nn.Parameter(torch.empty(heads, energy_dim // heads))  # u: (H, e/H), row h is u_h
+        self.lin_gate = Linear(in_channels, width, bias=True, weight_initializer="glorot") if gate else None  # W_g, b_g
+        self.bias = nn.Parameter(torch.empty(width if concat else out_channels)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Glorot weights and zero biases, as PyG's attention layers."""
-        self._reset_parts()
+        """Glorot for every weight, ``u`` and the edge-type table; zeros for the biases (PyG's attention layers)."""
+        for lin in (self.lin, self.lin_query, self.lin_key, self.lin_edge, self.lin_gate):
+            if lin is not None:
+                lin.reset_parameters()
+        if self.edge_emb is not None:
+            glorot(self.edge_emb.weight)
+        glorot(self.att)
+        zeros(self.bias)
 
     def forward(self, x: Tensor, adj: Tensor | None = None, mask: Tensor | None = None,
                 add_loop: bool | None = None, *, edge_type: Tensor | None = None, edge_attr: Tensor | None = None,
@@ -133,6 +191,8 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         query, key, values, gate = self._node_terms(x)  # (B, N, e), (B, N, e), (B, N, H*C), (B, N, H*C)
         edge_vecs = None if edge_type is None else self.edge_emb.weight  # (T, e)  E_t
         pair_vecs = None if edge_attr is None else self.lin_edge(edge_attr)  # (B, N, N, e)  W_a a_ik
+        # s^h_ik = u_h^T tanh(W_q^h x_i + W_k^h x_k + E^h_t + W_a^h a_ik);  alpha^h_ik = softmax_k(s^h_ik);
+        # h~_i = concat_h sum_k alpha^h_ik h_k^(h)
         if return_attention_weights and torch.is_grad_enabled() and self._needs_graph(x, pair_vecs):
             message, alpha = self._graph_attention(query, key, values, mask, edge_vecs, edge_type, pair_vecs, keys)
         else:
@@ -145,6 +205,44 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         if single:
             out, alpha = out.squeeze(0), None if alpha is None else alpha.squeeze(0)
         return (out, alpha) if return_attention_weights else out
+
+    def _node_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """``(W_q x, W_k x, P x, W_g x + b_g)``: ``(..., e)``, ``(..., e)``, ``(..., H*C)``, ``(..., H*C)``
+        (None without the gate), as one matrix product over the stacked weights: one pass over ``x``
+        forward and backward instead of four (a lazy layer's first call runs them one by one)."""
+        linears = [self.lin_query, self.lin_key, self.lin, self.lin_gate]
+        present = [lin for lin in linears if lin is not None]
+        if any(isinstance(lin.weight, nn.parameter.UninitializedParameter) for lin in present):
+            outs = [lin(x) for lin in present]  # materialises the lazy weights
+        else:
+            stacked = torch.cat([lin.weight for lin in present])  # (2e + [H*C] + [H*C], F)
+            outs = list(torch.matmul(x, stacked.T).split([lin.weight.shape[0] for lin in present], dim=-1))
+        query, key = outs[0], outs[1]  # (..., e), (..., e)  W_q x_i, W_k x_k
+        values = x if self.lin is None else outs[2]  # (..., H*C)  h = P x
+        gate = None if self.lin_gate is None else outs[-1] + self.lin_gate.bias  # (..., H*C)  W_g x + b_g
+        return query, key, values, gate
+
+    def _update(self, gate: Tensor | None, values: Tensor, message: Tensor) -> Tensor:
+        """The gated update, the heads' combination and the bias: ``W_g x + b_g`` (None without the
+        gate), ``(..., H*C)``, ``(..., H*C)`` -> ``(..., H*C)`` (``concat``) or ``(..., C)`` (the heads' mean)."""
+        message = F.dropout(message, self.dropout, self.training)  # (..., H*C)  h~ (dropout on the message)
+        if gate is None:
+            out = message  # (..., H*C)  x' = h~
+        else:
+            gate = torch.sigmoid(gate)  # (..., H*C)  g = sigmoid(W_g x + b_g)
+            out = gate * message + (1.0 - gate) * values  # (..., H*C)  x' = g h~ + (1 - g) h
+        if not self.concat:
+            out = out.unflatten(-1, (self.heads, self.out_channels)).mean(dim=-2)  # (..., C)  mean over heads
+        return out if self.bias is None else out + self.bias
+
+    def _check_edges(self, edge_type: Tensor | None, edge_attr: Tensor | None) -> None:
+        """Raises ``ValueError`` when ``edge_type`` / ``edge_attr`` do not match ``edge_types`` / ``edge_dim``."""
+        if (edge_type is not None) != bool(self.edge_types):
+            raise ValueError(f"layer built with edge_types={self.edge_types}; edge_type is "
+                             f"{'missing' if edge_type is None else 'unexpected'}")
+        if (edge_attr is not None) != (self.edge_dim is not None):
+            raise ValueError(f"layer built with edge_dim={self.edge_dim}; edge_attr is "
+                             f"{'missing' if edge_attr is None else 'unexpected'}")
 
     def _legacy_order(self, x: Tensor, adj: Tensor | None, mask: Tensor | None,
                       add_loop: object) -> tuple[Tensor | None, Tensor | None]:
@@ -210,12 +308,12 @@ class DenseCN3Conv(CN3Parts, nn.Module):
         """:func:`~cn3.layers.edge_weights.graph_attention`: the same function, differentiable weights.
         Per-pair features become a table of ``B N N`` "edge types" (one per pair)."""
         if pair_vecs is not None:
-            batch, n = mask.shape
-            table = pair_vecs.reshape(-1, pair_vecs.shape[-1])  # (B N N, e)
-            if edge_vecs is not None:
-                table = table + edge_vecs[edge_type.reshape(-1)]  # + E[t_ik]
-            edge_vecs = table
-            edge_type = torch.arange(batch * n * n, device=mask.device).view(batch, n, n)  # (B, N, N)
+            edge_vecs, edge_type = pair_table(pair_vecs, edge_vecs, edge_type)  # (B N N, e), (B, N, N)
         out, alpha, _, _ = graph_attention(query, key, self.att, values, mask, edge_vecs, edge_type, keys,
                                            self.edge_weights, self.energy_form)  # (B, N, H*C), (B, H, N, N)
         return out, alpha
+
+    def __repr__(self) -> str:
+        weights = f", edge_weights={self.edge_weights}" if self.edge_weights != "softmax" else ""
+        form = f", energy_form={self.energy_form}" if self.energy_form != "additive" else ""
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{weights}{form})"

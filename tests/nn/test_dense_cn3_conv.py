@@ -261,3 +261,18 @@ def test_learns_karate_club_with_adj():
         F.cross_entropy(logits[data.train_mask], data.y[data.train_mask]).backward()
         optimizer.step()
     assert accuracy() >= 0.75 > before + 0.3
+
+
+def test_parameter_names_and_shapes_are_the_checkpoint_layout():
+    """The names and shapes a saved ``state_dict`` holds (older checkpoints load), the same in the sparse layer."""
+    dense = DenseCN3Conv(6, 4, heads=2, edge_types=3, edge_dim=2, energy_dim=6)
+    expected = [("att", (2, 3)), ("bias", (8,)), ("lin.weight", (8, 6)), ("lin_query.weight", (6, 6)),
+                ("lin_key.weight", (6, 6)), ("edge_emb.weight", (3, 6)), ("lin_edge.weight", (6, 2)),
+                ("lin_gate.weight", (8, 6)), ("lin_gate.bias", (8,))]
+    assert [(name, tuple(t.shape)) for name, t in dense.state_dict().items()] == expected
+    for kwargs in ({}, {"project": True}, {"gate": False, "bias": False}, {"concat": False, "heads": 4},
+                   {"edge_types": 2, "edge_dim": 3}):
+        args = {"in_channels": 8, "out_channels": 2, "heads": 4, **kwargs}
+        dense_shapes = {name: t.shape for name, t in DenseCN3Conv(**args).state_dict().items()}
+        sparse_shapes = {name: t.shape for name, t in CN3Conv(**args).state_dict().items()}
+        assert dense_shapes == sparse_shapes, kwargs
