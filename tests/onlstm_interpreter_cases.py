@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 
 import pytest
 import torch
@@ -159,3 +160,126 @@ def test_scan_backward_is_the_same_for_any_split():
         for a, w in zip(other, results[0]):
             torch.testing.assert_close(a, w, atol=1e-6, rtol=1e-6)
     assert results[0][0].abs().sum() > 0 and results[0][1].abs().sum() > 0
+
+
+@pytest.fixture
+def forced_barrier(monkeypatch):
+    """The global step barrier in the interpreter (one launch for all steps, programs run one after
+    another, so a program waits at a barrier for programs that have not started), with a fresh record
+    of failed devices; the list gets each attempt's column count."""
+    monkeypatch.setattr(onlstm_triton, "FORCE_BARRIER", True)
+    monkeypatch.setattr(onlstm_triton, "_SINGLE_COLUMN", set())
+    monkeypatch.setattr(onlstm_triton, "_CHECKED", set())
+    asked: list[int] = []
+    real = onlstm_triton.plan
+
+    def plan(*args, **kwargs):
+        found = real(*args, **kwargs)
+        asked.append(found[0][1])
+        return found
+    monkeypatch.setattr(onlstm_triton, "plan", plan)
+    return asked
+
+
+@pytest.mark.parametrize("spins", [0, 3])
+def test_a_barrier_that_times_out_sets_the_flag_and_falls_back(monkeypatch, forced_barrier, spins):
+    """A bounded spin: the first program gives up after ``spins`` reads of the counter and sets the
+    flag (no hang); the host reads it, warns and runs one column program, whose results equal the
+    reference. The flag is what tells: the barrier's own results are wrong."""
+    monkeypatch.setattr(onlstm_triton, "BARRIER_SPINS", spins)
+    pre, wt, h0, c0, keep = _scan_inputs(11)
+    want = onlstm_triton.reference_scan(pre.double(), wt.double(), h0.double(), c0.double(), keep, 4)
+    with pytest.warns(RuntimeWarning, match=rf"forward: the column programs' step barrier failed \(a program "
+                                            rf"waited {spins} spins .*one column program per row block on cpu"):
+        got = onlstm_triton.scan_forward(pre, wt, h0, c0, keep, 4, True, columns=3)
+    assert forced_barrier == [3, 1]  # the barrier's attempt, then one column program
+    for name, a, w in zip(("hs", "cells", "master"), got, want):
+        torch.testing.assert_close(a.double(), w, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+    flag = torch.zeros(1, dtype=torch.int32)  # the kernel alone: its flag set, its states not the reference's
+    hs = torch.empty(3, 5, 12)
+    cells = torch.empty(6, 3, 12)
+    cells[0] = c0
+    grid, options, units, sync = onlstm_triton.plan(3, 12, onlstm_triton.FWD_TILE, pre.device, 3)
+    assert sync and grid == (2, 3)
+    onlstm_triton._onlstm_fwd[grid](pre, wt, h0, onlstm_triton.mask_bytes(keep, pre.device), hs, cells,
+                                    torch.empty(1), torch.zeros(2, 5, dtype=torch.int32), flag, 3, 5, 0, 5, units, 3,
+                                    spins, **onlstm_triton._chunks(12, 4), HAS_KEEP=True, NEED_MASTER=False,
+                                    TANH=onlstm_triton.TANH_FORMS["sigmoid"], DOT_PREC="ieee", SYNC=True, **options)
+    assert int(flag) == 1
+    assert hs.isnan().all()  # every program saw the flag at its end: its units are NaN
+
+
+def test_a_configuration_checked_once_is_not_read_again_and_a_failure_there_is_nan(monkeypatch, forced_barrier):
+    """After a configuration's first launch was read clear, later launches are not read (no wait for the
+    device); should their barrier give up all the same, the states come out NaN, not silently wrong."""
+    monkeypatch.setattr(onlstm_triton, "BARRIER_SPINS", 0)
+    pre, wt, h0, c0, keep = _scan_inputs(12)
+    grid = onlstm_triton.plan(3, 12, onlstm_triton.FWD_TILE, pre.device, 3)[0]
+    onlstm_triton._CHECKED.add(("cpu", "forward", grid, 12, 4))
+    forced_barrier.clear()
+    with warnings.catch_warnings(record=True) as caught:  # numpy's, of the barrier's stale reads, aside
+        warnings.simplefilter("always")
+        hs, cells, master = onlstm_triton.scan_forward(pre, wt, h0, c0, keep, 4, True, columns=3)
+    assert not [w for w in caught if "ON-LSTM" in str(w.message)]
+    assert forced_barrier == [3] and hs.isnan().any()
+
+
+def test_a_refused_cooperative_launch_falls_back_once_per_device(monkeypatch, forced_barrier):
+    """The driver refusing the cooperative launch (a ``RuntimeError`` from the launch, as a grid too large
+    to be resident raises) is caught: a warning naming the grid, then one column program; the backward
+    and later calls on the device take one column program at once, without a warning."""
+    for name in ("_onlstm_fwd", "_onlstm_bwd"):
+        monkeypatch.setattr(onlstm_triton, name, _Refusing(getattr(onlstm_triton, name)))
+    torch.manual_seed(4)
+    layer = ONLSTM(5, 12, chunk_size=3)
+    wide = copy.deepcopy(layer).double()
+    x = torch.randn(3, 6, 5)
+    mask = padding_mask(torch.tensor([6, 2, 4]), 6)
+    with pytest.warns(RuntimeWarning, match=r"forward: .*cooperative launch of 2 x 3 programs failed: Triton Error "
+                                            r"\[CUDA\]: too many blocks"):
+        got = outputs_and_grads(layer, x, mask, None, True, triton=True)
+    want = outputs_and_grads(wide, x.double(), mask, None, True, triton=False)
+    for a, w in zip(got, want):
+        torch.testing.assert_close(a.double(), w, **TOL)
+    assert forced_barrier == [3, 1, 1]  # the forward refused, then one column program; the backward so at once
+    assert "cpu" in onlstm_triton._SINGLE_COLUMN
+    with warnings.catch_warnings(record=True) as caught:  # told once per device
+        warnings.simplefilter("always")
+        again = outputs_and_grads(layer, x, mask, None, True, triton=True)
+    assert not caught and forced_barrier[3:] == [1, 1]  # one column program at once
+    for a, w in zip(again, got):
+        torch.testing.assert_close(a, w)
+
+
+class _Refusing:
+    """A kernel whose launches with the barrier (``SYNC``) the "driver" refuses, as CUDA refuses a
+    cooperative grid too large to be resident; the others run."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        def launch(*args, **flags):
+            if flags["SYNC"]:
+                raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+            return self.kernel[grid](*args, **flags)
+        return launch
+
+
+def test_the_backward_barrier_times_out_and_falls_back(monkeypatch, forced_barrier):
+    """The backward's barrier (between its two phases) bounded as the forward's: the flag, a warning,
+    then the gradients of one column program (equal to the plain per-step launches)."""
+    monkeypatch.setattr(onlstm_triton, "BARRIER_SPINS", 0)
+    gen = torch.Generator().manual_seed(8)
+    n, b, hidden, n_chunks = 4, 3, 12, 4
+    rand = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    args = (rand(b, n, hidden), rand(b, hidden), None, padding_mask(torch.tensor([4, 1, 3]), n),
+            rand(n, b, 7, hidden), rand(n, b, hidden), rand(n, b, hidden),
+            torch.softmax(rand(n, b, 2, n_chunks), -1), rand(2 * n_chunks + 4 * hidden, hidden) * 0.3)
+    with pytest.warns(RuntimeWarning, match="backward: the column programs' step barrier failed"):
+        got = onlstm_triton.scan_backward(*args, columns=3)
+    assert forced_barrier == [3, 1]
+    monkeypatch.setattr(onlstm_triton, "FORCE_BARRIER", False)
+    want = onlstm_triton.scan_backward(*args, columns=3)  # per-step launches, the launches the barriers
+    for a, w in zip(got, want):
+        torch.testing.assert_close(a, w, atol=1e-6, rtol=1e-6)

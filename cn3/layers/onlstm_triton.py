@@ -19,7 +19,11 @@ needs all of ``h_t``: a step barrier across the row block's column programs.
   step) that each program increments and spins on until every column program has arrived (loads of
   other programs' states bypass L1). A spin barrier needs every program resident at once: the grid
   is at most one program per SM (:func:`plan`) and is launched cooperatively (the launch fails
-  rather than deadlock).
+  rather than deadlock). The spin is bounded (:data:`BARRIER_SPINS`): a program that gives up sets a
+  flag in global memory, writes NaN into its units and the launch ends. The host reads the flag
+  after the first launch of each configuration; with the flag set, or the cooperative launch
+  refused, it warns once and runs the step loop again on one column program per row block (no
+  barrier), for that device from then on (:func:`_run_split`).
 * Triton's interpreter runs programs one after another, so a spin barrier would wait forever there:
   it runs one launch per step instead (two per step backward: the cells' pass, then the recurrent
   product), the launches' boundaries being the barriers. The column split is the same, so the tests
@@ -55,6 +59,9 @@ Precision: all fp32; the ``tl.dot`` products as torch's own matmuls (TF32 only w
 """
 
 from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
 
 import torch
 import triton
@@ -119,15 +126,42 @@ def _load(ptr, mask, SYNC: tl.constexpr):
 
 
 @triton.jit
-def _step_barrier(counter, n_programs, SYNC: tl.constexpr):
+def _step_barrier(counter, n_programs, FLAG, max_spins, SYNC: tl.constexpr):
     """Wait until ``n_programs`` programs have reached this point with ``counter`` (an int32 in global
-    memory, zeroed by the host); without ``SYNC`` only this program's threads meet."""
+    memory, zeroed by the host); without ``SYNC`` only this program's threads meet.
+
+    The wait is bounded: a program that has read the counter ``max_spins`` times without seeing every
+    arrival sets ``FLAG`` (an int32 zeroed by the host) and goes on, and once ``FLAG`` is set no barrier
+    waits, so a launch whose programs are not all resident ends instead of hanging (its results are
+    wrong; the host reads ``FLAG`` and runs the step loop again on one column program)."""
     tl.debug_barrier()  # this program's stores are issued
     if SYNC:
         arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") + 1
-        while arrived < n_programs:
+        # an earlier barrier gave up: no wait (spins left 0)
+        spins = tl.where(tl.atomic_add(FLAG, 0, sem="relaxed", scope="gpu") == 0, max_spins, 0)
+        while (arrived < n_programs) & (spins > 0):
             arrived = tl.atomic_add(counter, 0, sem="acquire", scope="gpu")
+            spins -= 1
+        if arrived < n_programs:
+            tl.atomic_xchg(FLAG, 1, sem="relaxed", scope="gpu")
         tl.debug_barrier()
+
+
+@triton.jit
+def _poison_if_failed(OUT, FLAG, N, row_stride, step_stride, rows, row_ok, j_begin, j_end, SYNC: tl.constexpr,
+                      BB: tl.constexpr, BH: tl.constexpr):
+    """With the barrier's flag set (:func:`_step_barrier`), NaN into this program's units of ``OUT`` at
+    every step (element ``rows * row_stride + t * step_stride + j``): a launch whose barrier gave up
+    never passes for a result, whether the host reads the flag or not. The program that set the flag
+    sees it, so at least its units are NaN."""
+    if SYNC:
+        steps = tl.where(tl.atomic_add(FLAG, 0, sem="acquire", scope="gpu") != 0, N, 0)  # none unless it failed
+        nan = tl.full([BB, BH], float("nan"), tl.float32)
+        for t in range(0, steps):
+            for j0 in range(j_begin, j_end, BH):
+                offs_j = j0 + tl.arange(0, BH)
+                ok = row_ok[:, None] & (offs_j < j_end)[None, :]
+                tl.store(OUT + (rows * row_stride + t * step_stride)[:, None] + offs_j[None, :], nan, mask=ok)
 
 
 @triton.jit
@@ -165,7 +199,7 @@ def _master_gates(PRE, WT, H0, HS, t, B, N, rows, row_ok, H: tl.constexpr, NC: t
 
 
 @triton.jit
-def _onlstm_fwd(PRE, WT, H0, KEEP, HS, CB, MF, COUNTER, B, N, T0, T1, COLS, n_cols,
+def _onlstm_fwd(PRE, WT, H0, KEEP, HS, CB, MF, COUNTER, FLAG, B, N, T0, T1, COLS, n_cols, max_spins,
                 H: tl.constexpr, NC: tl.constexpr, CS: tl.constexpr, NCP: tl.constexpr,
                 HAS_KEEP: tl.constexpr, NEED_MASTER: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
                 SYNC: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr):
@@ -218,7 +252,8 @@ def _onlstm_fwd(PRE, WT, H0, KEEP, HS, CB, MF, COUNTER, B, N, T0, T1, COLS, n_co
                 c_new = tl.where(keep[:, None], c_new, c_prev)
             tl.store(HS + (rows * N + t)[:, None] * H + offs_j[None, :], h_new, mask=ok)
             tl.store(CB + B * H + state, c_new, mask=ok)  # c_t at slot t + 1
-        _step_barrier(COUNTER + pid_r * N + t, n_cols, SYNC)  # step t+1 reads every neuron of h_t
+        _step_barrier(COUNTER + pid_r * N + t, n_cols, FLAG, max_spins, SYNC)  # step t+1 reads all of h_t
+    _poison_if_failed(HS, FLAG, N, N * H, H, rows, row_ok, j_begin, j_end, SYNC, BB, BH)  # hs (B, N, H)
 
 
 @triton.jit
@@ -320,8 +355,8 @@ def _bwd_recurrent(D_MF, PROBS, WEIGHT, D_PRE, DFI, DH, t, B, N, rows, row_ok, j
 
 
 @triton.jit
-def _onlstm_bwd(D_HS, D_MF, KEEP, TABLE, D_O, D_TC, PROBS, WEIGHT, D_PRE, DFI, DH, DC, COUNTER, B, N, S0, S1,
-                COLS, n_cols, H: tl.constexpr, NC: tl.constexpr, CS: tl.constexpr, NCP: tl.constexpr,
+def _onlstm_bwd(D_HS, D_MF, KEEP, TABLE, D_O, D_TC, PROBS, WEIGHT, D_PRE, DFI, DH, DC, COUNTER, FLAG, B, N, S0,
+                S1, COLS, n_cols, max_spins, H: tl.constexpr, NC: tl.constexpr, CS: tl.constexpr, NCP: tl.constexpr,
                 HAS_KEEP: tl.constexpr, HAS_DMASTER: tl.constexpr, DOT_PREC: tl.constexpr, PHASES: tl.constexpr,
                 SYNC: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr):
     """Backward steps ``t = N-1-S0 .. N-S1``; ``PHASES``: 1 the cells' phase only, 2 the recurrent
@@ -338,11 +373,13 @@ def _onlstm_bwd(D_HS, D_MF, KEEP, TABLE, D_O, D_TC, PROBS, WEIGHT, D_PRE, DFI, D
             _bwd_cells(D_HS, KEEP, TABLE, D_O, D_TC, D_PRE, DFI, DH, DC, t, B, N, rows, row_ok, j_begin, j_end,
                        H, NC, HAS_KEEP, BB, BH)
         if PHASES == 3:
-            _step_barrier(COUNTER + pid_r * N + t, n_cols, SYNC)  # phase two reads every neuron's phase one
+            _step_barrier(COUNTER + pid_r * N + t, n_cols, FLAG, max_spins, SYNC)  # phase two reads all phase one
         if PHASES >= 2:
             _bwd_recurrent(D_MF, PROBS, WEIGHT, D_PRE, DFI, DH, t, B, N, rows, row_ok, j_begin, j_end, pid_c,
                            H, NC, CS, NCP, HAS_KEEP, HAS_DMASTER, DOT_PREC, SYNC, BB, BH, BK)
             tl.debug_barrier()  # step t-1 reads this program's dh_rec and dc
+    if PHASES == 3:  # d pre (N, B, W) at step 0, its f-gate columns: the input weights' gradient is NaN
+        _poison_if_failed(D_PRE + 2 * NC, FLAG, 1, 2 * NC + 4 * H, 0, rows, row_ok, j_begin, j_end, SYNC, BB, BH)
 
 
 def plan(batch: int, hidden: int, tile: tuple[int, int, int, int, int], device: torch.device,
@@ -350,32 +387,103 @@ def plan(batch: int, hidden: int, tile: tuple[int, int, int, int, int], device: 
     """How a launch splits the work: ``(grid, options, units per column program, sync)``.
 
     Rows go ``BB`` to a program; the hidden units are split over up to ``columns`` programs per row
-    block, ``BH``-aligned. Default ``columns``: in the interpreter :data:`INTERPRETER_COLUMNS`; on a GPU
-    as many as keep one program per SM at most (``SMs // row blocks``, at least 1, at most one per
-    ``BH`` units), so that every program of a spin barrier is resident. ``sync``: the launch runs all
-    steps with the barrier in global memory (several column programs, not the interpreter).
+    block, ``BH``-aligned. Default ``columns``: 1 on a device whose barrier once failed
+    (:func:`_barrier_failed`); else in the interpreter :data:`INTERPRETER_COLUMNS`, on a GPU as many as
+    keep one program per SM at most (``SMs // row blocks``, at least 1, at most one per ``BH`` units),
+    so that every program of a spin barrier is resident. ``sync``: the launch runs all steps with the barrier in
+    global memory (several column programs, not the interpreter unless :data:`FORCE_BARRIER`).
     """
     if INTERPRETING:
         options = dict(INTERPRETER_TILES)
-        columns = columns or INTERPRETER_COLUMNS
+        columns = columns or (1 if str(device) in _SINGLE_COLUMN else INTERPRETER_COLUMNS)
     else:
         options = {"BB": tile[0], "BH": tile[1], "BK": tile[2], "num_warps": tile[3], "num_stages": tile[4]}
     row_blocks = triton.cdiv(batch, options["BB"])
     if columns is None:
-        columns = torch.cuda.get_device_properties(device).multi_processor_count // max(row_blocks, 1)
+        columns = 1 if str(device) in _SINGLE_COLUMN else \
+            torch.cuda.get_device_properties(device).multi_processor_count // max(row_blocks, 1)
     columns = max(1, min(columns, triton.cdiv(hidden, options["BH"])))
     units = triton.cdiv(triton.cdiv(hidden, columns), options["BH"]) * options["BH"]
     n_cols = triton.cdiv(hidden, units)
-    sync = n_cols > 1 and not INTERPRETING
+    sync = n_cols > 1 and (FORCE_BARRIER or not INTERPRETING)
     if sync:
         options["launch_cooperative_grid"] = True  # a grid that cannot be resident at once fails to launch
     return (row_blocks, n_cols), options, units, sync
+
+
+#: How many times a program reads a step barrier's counter before it gives up (:func:`_step_barrier`):
+#: far beyond a step's work (microseconds per step at hidden 512), about a second of spinning.
+BARRIER_SPINS = 1 << 20
+#: Tests only: run the global barrier in the interpreter too (one launch for all steps). The
+#: interpreter runs programs one after another, so every barrier there gives up: the bounded spin, the
+#: flag and the fallback run on a CPU.
+FORCE_BARRIER = False
+_SINGLE_COLUMN: set[str] = set()  # devices whose barrier failed: one column program from then on
+_CHECKED: set[tuple] = set()  # launch configurations whose barrier flag was read once and found clear
+
+
+class BarrierError(RuntimeError):
+    """A launch with the step barrier in global memory failed: the cooperative launch was refused, or a
+    program gave up waiting at a barrier (the flag set), so the launch's results are not to be used."""
+
+
+def _barrier_failed(error: BarrierError, device: torch.device, what: str) -> None:
+    """Note that ``device``'s barrier failed (:func:`plan` gives it one column program from then on) and
+    say so once per device, with the reason, as a ``RuntimeWarning``."""
+    if str(device) not in _SINGLE_COLUMN:
+        _SINGLE_COLUMN.add(str(device))
+        warnings.warn(f"ON-LSTM Triton {what}: the column programs' step barrier failed ({error}); running one "
+                      f"column program per row block on {device} from now on (no barrier, slower on wide layers)",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _run_split(attempt: Callable[[int | None], tuple[tuple[Tensor, ...], Tensor | None, tuple]],
+               columns: int | None, device: torch.device, what: str) -> tuple[Tensor, ...]:
+    """``attempt(columns)``'s results, checked: it returns ``(results, flag, key)`` (``flag`` the
+    barrier's int32 flag, None without a barrier; ``key`` the launch's configuration) or raises
+    :class:`BarrierError` (a refused launch). With the flag set or the launch refused,
+    :func:`_barrier_failed` and ``attempt(1)`` (no barrier).
+
+    The flag is read on the host after the first launch of each configuration (device, kernel, grid,
+    widths; not while a CUDA graph is captured, where a read is not allowed): one wait for the device
+    then, none at later steps. A configuration that passed once has every program resident (the
+    cooperative launch guarantees it, or refuses), so later launches are not read; should one of them
+    give up all the same, its programs' units come out NaN (:func:`_poison_if_failed`), never a
+    silent wrong result."""
+    try:
+        results, flag, key = attempt(columns)
+        if flag is not None and key not in _CHECKED and not (flag.is_cuda and torch.cuda.is_current_stream_capturing()):
+            if int(flag):
+                raise BarrierError(f"a program waited {BARRIER_SPINS} spins at a step barrier for programs that "
+                                   f"never arrived")
+            _CHECKED.add(key)
+    except BarrierError as error:
+        _barrier_failed(error, device, what)
+        results, _, _ = attempt(1)
+    return results
+
+
+def _launch(kernel, grid: tuple[int, int], args: tuple, flags: dict, sync: bool) -> None:
+    """``kernel[grid](*args, **flags)``; with the barrier (``sync``) a refused launch raises
+    :class:`BarrierError` (e.g. a cooperative grid too large to be resident at once)."""
+    if not sync:
+        kernel[grid](*args, **flags)
+        return
+    try:
+        kernel[grid](*args, **flags)
+    except RuntimeError as error:  # the driver's launch error, as Triton's launcher raises it
+        raise BarrierError(f"the cooperative launch of {grid[0]} x {grid[1]} programs failed: {error}") from error
 
 
 def _chunks(hidden: int, n_chunks: int) -> dict:
     """The kernels' shape constants; the chunk axis padded to a power of two, at least 16 (``tl.dot``'s
     smallest inner width on a GPU)."""
     return {"H": hidden, "NC": n_chunks, "CS": hidden // n_chunks, "NCP": max(16, triton.next_power_of_2(n_chunks))}
+
+
+def _sync_buffers(rows: int, n: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """The barrier's counters ``(row blocks, N)`` and its flag ``(1,)``, int32 zeros."""
+    return torch.zeros(rows, n, dtype=torch.int32, device=device), torch.zeros(1, dtype=torch.int32, device=device)
 
 
 def scan_forward(pre: Tensor, wt: Tensor, h0: Tensor, c0: Tensor, keep: Tensor | None, n_chunks: int,
@@ -395,28 +503,39 @@ def scan_forward(pre: Tensor, wt: Tensor, h0: Tensor, c0: Tensor, keep: Tensor |
         returns ``hs (B, N, hidden)`` (the state after each step), ``cells (N + 1, B, hidden)``
         (``c_0``, then the cell after each step) and ``master (B, N, n_chunks)`` (empty unless
         ``need_master``).
+
+    Warns:
+        RuntimeWarning: the step barrier failed (:func:`_run_split`); the results are those of one
+        column program, run again.
     """
     n, b, _ = pre.shape
     hidden = wt.shape[0]
-    hs = pre.new_empty(b, n, hidden)
-    cells = pre.new_empty(n + 1, b, hidden)
-    cells[0] = c0
-    master = pre.new_empty(b, n, n_chunks) if need_master else pre.new_empty(1)
-    if b and n:
-        grid, options, units, sync = plan(b, hidden, FWD_TILE, pre.device, columns)
+
+    def attempt(cols: int | None) -> tuple[tuple[Tensor, ...], Tensor | None, tuple]:
+        hs = pre.new_empty(b, n, hidden)
+        cells = pre.new_empty(n + 1, b, hidden)
+        cells[0] = c0
+        master = pre.new_empty(b, n, n_chunks) if need_master else pre.new_empty(1)
+        if not (b and n):
+            return (hs, cells, master), None, ()
+        grid, options, units, sync = plan(b, hidden, FWD_TILE, pre.device, cols)
+        counter, flag = _sync_buffers(grid[0], n, pre.device)
         args = (pre.contiguous(), wt.contiguous(), h0.contiguous(), mask_bytes(keep, pre.device), hs, cells, master,
-                torch.zeros(grid[0], n, dtype=torch.int32, device=pre.device), b, n)
+                counter, flag, b, n)
         flags = dict(**_chunks(hidden, n_chunks), HAS_KEEP=keep is not None, NEED_MASTER=need_master,
                      TANH=TANH_FORMS["sigmoid" if INTERPRETING else "libdevice"], DOT_PREC=dot_precision(pre.dtype),
                      SYNC=sync, **options)
-        for t0, t1 in _step_ranges(n):
-            _onlstm_fwd[grid](*args, t0, t1, units, grid[1], **flags)
+        for t0, t1 in _step_ranges(n, sync):
+            _launch(_onlstm_fwd, grid, (*args, t0, t1, units, grid[1], BARRIER_SPINS), flags, sync)
+        return (hs, cells, master), flag if sync else None, (str(pre.device), "forward", grid, hidden, n_chunks)
+
+    hs, cells, master = _run_split(attempt, columns, pre.device, "forward")
     return hs, cells, master if need_master else pre.new_empty(0)
 
 
-def _step_ranges(n: int) -> list[tuple[int, int]]:
-    """The steps of each launch: all at once on a GPU, one at a time in the interpreter."""
-    return [(t, t + 1) for t in range(n)] if INTERPRETING else [(0, n)]
+def _step_ranges(n: int, sync: bool) -> list[tuple[int, int]]:
+    """The steps of each launch: all at once with the barrier or on a GPU, one at a time in the interpreter."""
+    return [(t, t + 1) for t in range(n)] if INTERPRETING and not sync else [(0, n)]
 
 
 def scan_backward(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, keep: Tensor | None, table: Tensor,
@@ -436,21 +555,32 @@ def scan_backward(d_hs: Tensor, d_c: Tensor, d_master: Tensor | None, keep: Tens
 
     Shapes:
         returns ``d pre (N, B, width)``, ``d h_0``, ``d c_0`` ``(B, hidden)``.
+
+    Warns:
+        RuntimeWarning: as :func:`scan_forward`.
     """
     b, n, hidden = d_hs.shape
     n_chunks = probs.shape[-1]
-    d_pre = d_hs.new_empty(n, b, weight.shape[0])
-    dh = d_hs.new_zeros(b, hidden)
-    dc = d_c.contiguous().clone()
-    if b and n:
-        grid, options, units, sync = plan(b, hidden, BWD_TILE, d_hs.device, columns)
+
+    def attempt(cols: int | None) -> tuple[tuple[Tensor, ...], Tensor | None, tuple]:
+        d_pre = d_hs.new_empty(n, b, weight.shape[0])
+        dh = d_hs.new_zeros(b, hidden)  # the kernel's running dh_rec and dc: fresh for each attempt
+        dc = d_c.contiguous().clone()
+        if not (b and n):
+            return (d_pre, dh, dc), None, ()
+        grid, options, units, sync = plan(b, hidden, BWD_TILE, d_hs.device, cols)
+        counter, flag = _sync_buffers(grid[0], n, d_hs.device)
         args = (d_hs.contiguous(), d_hs.new_empty(1) if d_master is None else d_master.contiguous(),
                 mask_bytes(keep, d_hs.device), table.contiguous(), d_o.contiguous(), d_tc.contiguous(),
                 probs.contiguous(), weight.contiguous(), d_pre, d_hs.new_empty(2, b, 2, hidden), dh, dc,
-                torch.zeros(grid[0], n, dtype=torch.int32, device=d_hs.device), b, n)
+                counter, flag, b, n)
         flags = dict(**_chunks(hidden, n_chunks), HAS_KEEP=keep is not None, HAS_DMASTER=d_master is not None,
                      DOT_PREC=dot_precision(d_hs.dtype), SYNC=sync, **options)
-        for s0, s1 in _step_ranges(n):
-            for phases in ((1, 2) if INTERPRETING else (3,)):
-                _onlstm_bwd[grid](*args, s0, s1, units, grid[1], PHASES=phases, **flags)
+        for s0, s1 in _step_ranges(n, sync):
+            for phases in ((1, 2) if INTERPRETING and not sync else (3,)):
+                _launch(_onlstm_bwd, grid, (*args, s0, s1, units, grid[1], BARRIER_SPINS), {**flags, "PHASES": phases},
+                        sync)
+        return (d_pre, dh, dc), flag if sync else None, (str(d_hs.device), "backward", grid, hidden, n_chunks)
+
+    d_pre, dh, dc = _run_split(attempt, columns, d_hs.device, "backward")
     return d_pre, dh, dc

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 import sys
 import types
 import warnings
@@ -182,13 +183,14 @@ def test_kernels_compile_for_a_gpu(padded, sync):
     from cn3.layers.triton_common import sm90_usage
     if kernels.INTERPRETING:
         pytest.skip("this process runs Triton's interpreter")
-    ints = {"B", "N", "T0", "T1", "S0", "S1", "COLS", "n_cols"}
+    ints = {"B", "N", "T0", "T1", "S0", "S1", "COLS", "n_cols", "max_spins"}
     for fn, tile, flags in ((kernels._onlstm_fwd, kernels.FWD_TILE, {"NEED_MASTER": padded, "TANH": 1}),
                             (kernels._onlstm_bwd, kernels.BWD_TILE, {"HAS_DMASTER": padded, "PHASES": 3})):
         consts = {**kernels._chunks(512, 64), **flags, "HAS_KEEP": padded, "DOT_PREC": "ieee", "SYNC": sync,
                   "BB": tile[0], "BH": tile[1], "BK": tile[2]}
         signature = {p.name: "constexpr" if p.is_constexpr else "i32" if p.name in ints
-                     else "*u8" if p.name == "KEEP" else "*i32" if p.name == "COUNTER" else "*fp32" for p in fn.params}
+                     else "*u8" if p.name == "KEEP" else "*i32" if p.name in ("COUNTER", "FLAG") else "*fp32"
+                     for p in fn.params}
         usage = sm90_usage(fn, signature, consts, tile[3], tile[4])
         assert usage["stack"] == 0, f"{fn.__name__} spills registers: {usage}"
         if sync:  # the barrier's atomics survive compilation
@@ -198,6 +200,7 @@ def test_kernels_compile_for_a_gpu(padded, sync):
             ptx = triton.compile(ASTSource(fn, signature, constexprs=consts), target=GPUTarget("cuda", 90, 32),
                                  options={"num_warps": tile[3], "num_stages": tile[4]}).asm["ptx"]
             assert "atom.global" in ptx and "bar.sync" in ptx
+            assert re.search(r"atom\.global\.\S*exch", ptx)  # the bounded spin's flag, set on giving up
 
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON), reason="needs a CUDA device and triton")
