@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PRECISIONS = {"ieee": ("fp32", "ieee", 2), "tf32": ("fp32", "tf32", 2), "bf16": ("bf16", "tf32", 3)}
 
 #: Integer (not pointer) arguments of the kernels, and the pointers that are not fp32 tensors.
-_INTS = {"N_Q", "N_K", "H", "et_sb", "et_sm", "et_sn", "de_slot", "LEN_BUCKET"}
+_INTS = {"N_Q", "N_K", "H", "et_sb", "de_slot", "LEN_BUCKET"}
 _POINTERS = {"ET": "*i64", "KMASK": "*u8", "QMASK": "*u8", "KEND": "*i32", "QEND": "*i32"}
 _TILES = {"Q", "K", "EV", "V", "OUT", "DOUT"}  # in the tiles' dtype; every other pointer is fp32
 
@@ -55,7 +55,7 @@ def kernels() -> dict:
     """``{name: (autotuned kernel, constexprs besides the shape's and the tile's)}`` at the bench's use."""
     from cn3.layers import fused_energy as fe  # noqa: PLC0415
 
-    backward = dict(HAS_KMASK=True, HAVE_P=False, DC=min(32, fe.value_parts(300)["DP"]))
+    backward = dict(HAS_KMASK=True, HAVE_P=False, DC=fe.value_chunk(fe.value_parts(300)["DP"]))
     return {"_attn_fwd": (fe._attn_fwd, dict(HAS_KMASK=True, HAS_QMASK=True, NEED_ALPHA=False)),
             "_attn_bwd_kv": (fe._attn_bwd_kv, backward),
             "_attn_bwd_q": (fe._attn_bwd_q, dict(backward, SLOTS=fe.SLOTS))}

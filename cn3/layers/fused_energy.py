@@ -7,10 +7,13 @@ in one launch (:func:`reference_attention` writes it down in PyTorch)::
     alpha^h  = softmax_k(s^h_ik) over real keys k
     out_i    = concat_h sum_k alpha^h_ik v_k[h d/H : (h+1) d/H]
 
-in FlashAttention's manner for an additive score (the shape of Triton's fused-attention tutorial).
+in FlashAttention's manner for an additive score, laid out as Triton's fused-attention tutorial: the
+reference, tile helpers (``_tanh_slab``, ``_scores``, ``_edge_types``, ``_key_ok``, ``_add_into``),
+the forward (its key loop in ``_attn_fwd_inner``, each part of the value columns through
+``_add_values`` / ``_store_values``), then the backward's two passes and the host side.
 
-* ``_attn_fwd``: one program owns ``BM`` query rows of one sentence and head; it walks the keys
-  ``BN`` at a time and builds each ``(BM, BN)`` score tile from ``(BM, BN, BE)`` slabs of
+* ``_attn_fwd``: one program owns ``BM`` query rows of one sentence and head; ``_attn_fwd_inner`` walks
+  the keys ``BN`` at a time and builds each ``(BM, BN)`` score tile from ``(BM, BN, BE)`` slabs of
   ``tanh(q_i + k_k + E[t_ik])``: no ``(B, N, N, e)`` tensor is written. The softmax is online
   (running maximum ``m_i`` and sum ``l_i``); only the output and each row's log-sum-exp
   ``lse_i = m_i + log l_i`` go to memory: O(B N (d + e)). ``alpha`` is written only when asked for.
@@ -136,7 +139,7 @@ def reference_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, k
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels
+# Kernels: the tile helpers
 # ---------------------------------------------------------------------------------------------
 
 @triton.jit
@@ -168,29 +171,93 @@ def _scores(q_base, k_base, u_base, ev_base, types, offs_m, offs_n, row_ok, col_
 
 
 @triton.jit
-def _edge_types(ET, b, offs_m, offs_n, ok, et_sb, et_sm, et_sn, HAS_EDGE: tl.constexpr):
-    """The ``(BM, BN)`` edge types ``t_ik`` (strides: the table may be an expanded view), zeros without."""
+def _edge_types(et_base, offs_m, offs_n, ok, N_K, HAS_EDGE: tl.constexpr):
+    """The ``(BM, BN)`` edge types ``t_ik`` of one sentence (``et_base``: its ``(Nq, Nk)`` table,
+    rows contiguous), zeros without."""
     types = offs_m[:, None] * 0 + offs_n[None, :] * 0
     if HAS_EDGE:
-        types = tl.load(ET + b * et_sb + offs_m[:, None] * et_sm + offs_n[None, :] * et_sn, mask=ok, other=0)
+        types = tl.load(et_base + offs_m[:, None] * N_K + offs_n[None, :], mask=ok, other=0)
     return types
 
 
 @triton.jit
-def _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK: tl.constexpr):
-    """Which keys ``offs_n`` are real: before the sentence's end and, with a mask, unmasked."""
+def _key_ok(kmask_base, offs_n, n_end, HAS_KMASK: tl.constexpr):
+    """Which keys ``offs_n`` are real: before the sentence's end and, with a mask (``kmask_base``: the
+    sentence's row of it), unmasked."""
     col_ok = offs_n < n_end
     if HAS_KMASK:
-        col_ok = col_ok & (tl.load(KMASK + b * N_K + offs_n, mask=col_ok, other=0) != 0)
+        col_ok = col_ok & (tl.load(kmask_base + offs_n, mask=col_ok, other=0) != 0)
     return col_ok
+
+
+@triton.jit
+def _add_into(ptrs, ok, x):
+    """``*ptrs += x`` where ``ok``: an output row this program owns (no other program writes it)."""
+    tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) + x, mask=ok)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward: the online softmax over key blocks
+# ---------------------------------------------------------------------------------------------
+
+@triton.jit
+def _add_values(acc, p, rescale, v_base, offs_n, col_ok, D, START: tl.constexpr, WIDTH: tl.constexpr,
+                DH: tl.constexpr, DOT_PREC: tl.constexpr):
+    """One part of the message sum, value columns ``START : START + WIDTH`` of the head (zero past
+    ``DH``): ``acc rescale_i + sum_k p_ik v_k``, ``(BM, WIDTH)`` fp32."""
+    offs_d, d_ok = block(START, WIDTH, DH)
+    v = tl.load(v_base + offs_n[:, None] * D + offs_d[None, :], mask=col_ok[:, None] & d_ok[None, :],
+                other=0.0)  # (BN, WIDTH)
+    return acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
+
+
+@triton.jit
+def _store_values(out_base, acc, norm, full, rows_in, START: tl.constexpr, WIDTH: tl.constexpr,
+                  DH: tl.constexpr):
+    """``out_i = acc_i / l_i`` into value columns ``START : START + WIDTH`` of the head; zero where a
+    row is not ``full`` (padding, or no real key)."""
+    offs_d, d_ok = block(START, WIDTH, DH)
+    tl.store(out_base + offs_d[None, :], tl.where(full[:, None], acc / norm, 0.0),
+             mask=rows_in[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _attn_fwd_inner(acc, acc2, l_i, m_i, q_base, k_base, u_base, ev_base, v_base, et_base, kmask_base, s_base,
+                    offs_m, row_ok, rows_in, n_end, N_K, E, D, EH: tl.constexpr, DH: tl.constexpr,
+                    DP: tl.constexpr, DP2: tl.constexpr, HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr,
+                    NEED_ALPHA: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, BE: tl.constexpr):
+    """The keys ``0 : n_end``, ``BN`` at a time, into the running maximum ``m_i``, sum ``l_i`` and the
+    two parts of ``sum_k exp(s_ik - m_i) v_k`` (``acc2``: untouched when ``DP2`` is 0); raw scores
+    to ``s_base`` when ``NEED_ALPHA``."""
+    for n0 in range(0, n_end, BN):
+        offs_n = n0 + tl.arange(0, BN)
+        col_ok = _key_ok(kmask_base, offs_n, n_end, HAS_KMASK)
+        types = _edge_types(et_base, offs_m, offs_n, row_ok[:, None] & (offs_n < n_end)[None, :], N_K, HAS_EDGE)
+        s = _scores(q_base, k_base, u_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
+                    BM, BN, EH, BE, HAS_EDGE, TANH)
+        if NEED_ALPHA:  # raw scores; normalised by exp(s - lse) once lse is known
+            tl.store(s_base + offs_m[:, None] * N_K + offs_n[None, :], s,
+                     mask=rows_in[:, None] & (offs_n < N_K)[None, :])
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp(-inf) = 0
+        p = tl.exp(s - m_safe[:, None])  # (BM, BN)
+        rescale = tl.exp(m_i - m_safe)
+        l_i = l_i * rescale + tl.sum(p, axis=1)
+        acc = _add_values(acc, p, rescale, v_base, offs_n, col_ok, D, 0, DP, DH, DOT_PREC)  # sum_k p_ik v_k
+        if DP2 > 0:
+            acc2 = _add_values(acc2, p, rescale, v_base, offs_n, col_ok, D, DP, DP2, DH, DOT_PREC)
+        m_i = m_new
+    return acc, acc2, l_i, m_i
 
 
 @autotune(FWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES)
 @triton.jit
-def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_K, H, et_sb, et_sm, et_sn,
-              LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
-              HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr, NEED_ALPHA: tl.constexpr,
-              TANH: tl.constexpr, DOT_PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_K, H, et_sb, LEN_BUCKET,
+              EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr, HAS_EDGE: tl.constexpr,
+              HAS_KMASK: tl.constexpr, HAS_QMASK: tl.constexpr, NEED_ALPHA: tl.constexpr, TANH: tl.constexpr,
+              DOT_PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+    """Forward of ``BM`` query rows of one sentence and head: ``out``, ``lse`` (and raw scores)."""
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
     E, D = H * EH, H * DH
@@ -200,87 +267,79 @@ def _attn_fwd(Q, K, U, EV, ET, V, KMASK, QMASK, KEND, QEND, OUT, LSE, S, N_Q, N_
     if HAS_QMASK:
         row_ok = row_ok & (tl.load(QMASK + b * N_Q + offs_m, mask=row_ok, other=0) != 0)
     n_end = tl.where(pid_m * BM < q_end, tl.load(KEND + b), 0)  # a block of padded queries skips the keys
-    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
-    v_base = V + b * N_K * D + h * DH
-    offs_d, d_ok = block(0, DP, DH)  # the value columns in two power-of-two parts: [0, DP), [DP, DP + DP2)
     m_i = tl.full([BM], float("-inf"), dtype=tl.float32)  # running row maximum
     l_i = tl.zeros([BM], dtype=tl.float32)  # running sum of exp(s - m_i)
-    acc = tl.zeros([BM, DP], dtype=tl.float32)  # running sum_k exp(s_ik - m_i) v_k
-    if DP2 > 0:
-        offs_d2, d2_ok = block(DP, DP2, DH)
-        acc2 = tl.zeros([BM, DP2], dtype=tl.float32)
-    for n0 in range(0, n_end, BN):
-        offs_n = n0 + tl.arange(0, BN)
-        col_ok = _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK)
-        types = _edge_types(ET, b, offs_m, offs_n, row_ok[:, None] & (offs_n < n_end)[None, :],
-                            et_sb, et_sm, et_sn, HAS_EDGE)
-        s = _scores(q_base, k_base, U + h * EH, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok, E,
-                    BM, BN, EH, BE, HAS_EDGE, TANH)
-        if NEED_ALPHA:  # raw scores; normalised by exp(s - lse) once lse is known
-            tl.store(S + (pid_bh * N_Q + offs_m[:, None]) * N_K + offs_n[None, :], s,
-                     mask=rows_in[:, None] & (offs_n < N_K)[None, :])
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp(-inf) = 0
-        p = tl.exp(s - m_safe[:, None])  # (BM, BN)
-        rescale = tl.exp(m_i - m_safe)
-        l_i = l_i * rescale + tl.sum(p, axis=1)
-        v = tl.load(v_base + offs_n[:, None] * D + offs_d[None, :], mask=col_ok[:, None] & d_ok[None, :],
-                    other=0.0)  # (BN, DP)
-        acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)  # sum_k p_ik v_k
-        if DP2 > 0:
-            v2 = tl.load(v_base + offs_n[:, None] * D + offs_d2[None, :], mask=col_ok[:, None] & d2_ok[None, :],
-                         other=0.0)
-            acc2 = acc2 * rescale[:, None] + tl.dot(p.to(v2.dtype), v2, input_precision=DOT_PREC)
-        m_i = m_new
-    full = row_ok & (l_i > 0)  # a padded query, or one without any real key, is all zero
+    # running sum_k exp(s_ik - m_i) v_k, the value columns in two power-of-two parts [0, DP), [DP, DP + DP2)
+    acc = tl.zeros([BM, DP], dtype=tl.float32)
+    acc2 = tl.zeros([BM, DP2 if DP2 > 0 else 16], dtype=tl.float32)
+    acc, acc2, l_i, m_i = _attn_fwd_inner(
+        acc, acc2, l_i, m_i, Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH, U + h * EH, EV + h * EH,
+        V + b * N_K * D + h * DH, ET + b * et_sb, KMASK + b * N_K, S + pid_bh * N_Q * N_K, offs_m, row_ok, rows_in,
+        n_end, N_K, E, D, EH, DH, DP, DP2, HAS_EDGE, HAS_KMASK, NEED_ALPHA, TANH, DOT_PREC, BM, BN, BE)
+    # epilogue: h~_i = sum_k alpha_ik v_k; a padded query, or one without any real key, is all zero
+    full = row_ok & (l_i > 0)
     norm = tl.where(full, l_i, 1.0)[:, None]
-    out_base = OUT + (b * N_Q + offs_m[:, None]) * D + h * DH  # h~_i = sum_k alpha_ik v_k
-    tl.store(out_base + offs_d[None, :], tl.where(full[:, None], acc / norm, 0.0),
-             mask=rows_in[:, None] & d_ok[None, :])
+    out_base = OUT + (b * N_Q + offs_m[:, None]) * D + h * DH
+    _store_values(out_base, acc, norm, full, rows_in, 0, DP, DH)
     if DP2 > 0:
-        tl.store(out_base + offs_d2[None, :], tl.where(full[:, None], acc2 / norm, 0.0),
-                 mask=rows_in[:, None] & d2_ok[None, :])
+        _store_values(out_base, acc2, norm, full, rows_in, DP, DP2, DH)
     # lse = +inf on empty rows makes every exp(s - lse) of backward (and alpha) exactly 0
     tl.store(LSE + pid_bh * N_Q + offs_m, tl.where(full, m_i + tl.log(tl.where(full, l_i, 1.0)), float("inf")),
              mask=rows_in)
 
 
+# ---------------------------------------------------------------------------------------------
+# Backward: a key-side pass and a query-side pass
+# ---------------------------------------------------------------------------------------------
+
 @triton.jit
-def _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse, N_Q, N_K, H,
-        EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr, HAS_EDGE: tl.constexpr,
-        HAVE_P: tl.constexpr,
-        TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-        BE: tl.constexpr):
-    """One tile's weights ``p_ik`` and ``ds_ik = p_ik (<dout_i, v_k> - D_i)``, both ``(BM, BN)`` fp32."""
-    E, D = H * EH, H * DH
+def _ds(q_base, k_base, u_base, ev_base, v_base, dout_base, p_base, delta_base, types, offs_m, offs_n, row_ok,
+        col_ok, lse, N_K, E, D, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
+        HAS_EDGE: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
+        DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+    """One tile's weights ``p_ik`` and ``ds_ik = p_ik (<dout_i, v_k> - D_i)``, both ``(BM, BN)`` fp32
+    (``*_base``: the sentence's and head's first element of each tensor)."""
     if HAVE_P:  # forward's alpha: p without recomputing the scores
-        p = tl.load(P + (pid_bh * N_Q + offs_m[:, None]) * N_K + offs_n[None, :],
-                    mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+        p = tl.load(p_base + offs_m[:, None] * N_K + offs_n[None, :], mask=row_ok[:, None] & col_ok[None, :],
+                    other=0.0)
     else:
-        s = _scores(Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH, U + h * EH, EV + h * EH, types, offs_m,
-                    offs_n, row_ok, col_ok, E, BM, BN, EH, BE, HAS_EDGE, TANH)
+        s = _scores(q_base, k_base, u_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E, BM, BN, EH, BE,
+                    HAS_EDGE, TANH)
         p = tl.exp(s - lse[:, None])  # alpha_ik; masked keys and empty rows (lse = inf) give exactly 0
     # <dout_i, v_k> over DC columns at a time: a whole (BM, DP) x (DP, BN) product would hold both
     # operands' rows in registers
     dp = tl.zeros([BM, BN], dtype=tl.float32)
     for c0 in range(0, DP + DP2, DC):
         offs_c, c_ok = block(c0, DC, DH)
-        dout_c = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_c[None, :],
-                         mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BM, DC)
-        v_c = tl.load(V + (b * N_K + offs_n[:, None]) * D + h * DH + offs_c[None, :],
-                      mask=col_ok[:, None] & c_ok[None, :], other=0.0)  # (BN, DC)
+        dout_c = tl.load(dout_base + offs_m[:, None] * D + offs_c[None, :], mask=row_ok[:, None] & c_ok[None, :],
+                         other=0.0)  # (BM, DC)
+        v_c = tl.load(v_base + offs_n[:, None] * D + offs_c[None, :], mask=col_ok[:, None] & c_ok[None, :],
+                      other=0.0)  # (BN, DC)
         dp += tl.dot(dout_c, tl.trans(v_c), input_precision=DOT_PREC)
-    delta = tl.load(DELTA + pid_bh * N_Q + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
     return p, p * (dp - delta[:, None])  # dL/ds_ik = alpha_ik (<dout_i, v_k> - <dout_i, out_i>)
+
+
+@triton.jit
+def _add_dv(dv_base, dout_base, p, offs_m, offs_n, row_ok, cols_in, D, DH: tl.constexpr, DP: tl.constexpr,
+            DP2: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr):
+    """``dv_k += sum_i alpha_ik dout_i`` for one tile, ``DC`` value columns at a time (a ``(BN, d)``
+    accumulator held across the query loop spills in IEEE fp32, where the product runs on the CUDA
+    cores with its operands in registers)."""
+    for c0 in range(0, DP + DP2, DC):
+        offs_c, c_ok = block(c0, DC, DH)
+        dout_c = tl.load(dout_base + offs_m[:, None] * D + offs_c[None, :], mask=row_ok[:, None] & c_ok[None, :],
+                         other=0.0)  # (BM, DC)
+        _add_into(dv_base + offs_n[:, None] * D + offs_c[None, :], cols_in[:, None] & c_ok[None, :],
+                  tl.dot(tl.trans(p).to(dout_c.dtype), dout_c, input_precision=DOT_PREC))
 
 
 @autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DK", "DU", "DV"])
 @triton.jit
-def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK, DU, DV, N_Q, N_K, H,
-                 et_sb, et_sm, et_sn, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr,
-                 DP2: tl.constexpr, HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr,
-                 TANH: tl.constexpr, DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                 BE: tl.constexpr):
+def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK, DU, DV, N_Q, N_K, H, et_sb,
+                 LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
+                 HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr,
+                 DOT_PREC: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
     """Key-side pass: ``dv``, ``dk / u`` and per-key shares of ``du`` of one key block's rows, each
     added into its fp32 output (zeroed, rows this program's own) one query block at a time."""
     pid_n, pid_bh = tl.program_id(0), tl.program_id(1)
@@ -288,36 +347,27 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
     E, D = H * EH, H * DH
     offs_n, cols_in = block(pid_n * BN, BN, N_K)
     k_end = tl.load(KEND + b)
-    col_ok = _key_ok(KMASK, b, offs_n, k_end, N_K, HAS_KMASK)
+    col_ok = _key_ok(KMASK + b * N_K, offs_n, k_end, HAS_KMASK)
     m_stop = tl.where(pid_n * BN < k_end, tl.load(QEND + b), 0)  # a block of padded keys has no gradient
-    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
+    q_base, k_base, ev_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH, EV + h * EH
+    dout_base, v_base = DOUT + b * N_Q * D + h * DH, V + b * N_K * D + h * DH
     for m0 in range(0, m_stop, BM):
         offs_m, rows_in = block(m0, BM, N_Q)
         lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
         row_ok = lse != float("inf")  # rows with weights (real queries with a real key)
-        types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & cols_in[None, :], et_sb, et_sm, et_sn,
-                            HAS_EDGE)
-        p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
-                    N_Q, N_K, H, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
-        # dv_k += sum_i alpha_ik dout_i, DC columns at a time (a (BN, d) accumulator held across the
-        # loop spills in IEEE fp32, where the product runs on the CUDA cores with operands in registers)
-        for c0 in range(0, DP + DP2, DC):
-            offs_c, c_ok = block(c0, DC, DH)
-            dout_c = tl.load(DOUT + (b * N_Q + offs_m[:, None]) * D + h * DH + offs_c[None, :],
-                             mask=row_ok[:, None] & c_ok[None, :], other=0.0)  # (BM, DC)
-            rows = DV + (b * N_K + offs_n[:, None]) * D + h * DH + offs_c[None, :]  # this program's own rows
-            ok = cols_in[:, None] & c_ok[None, :]
-            tl.store(rows, tl.load(rows, mask=ok, other=0.0)
-                     + tl.dot(tl.trans(p).to(dout_c.dtype), dout_c, input_precision=DOT_PREC), mask=ok)
+        types = _edge_types(ET + b * et_sb, offs_m, offs_n, rows_in[:, None] & cols_in[None, :], N_K, HAS_EDGE)
+        p, ds = _ds(q_base, k_base, U + h * EH, ev_base, v_base, dout_base, P + pid_bh * N_Q * N_K,
+                    DELTA + pid_bh * N_Q, types, offs_m, offs_n, row_ok, col_ok, lse, N_K, E, D, EH, DH, DP, DP2,
+                    HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+        _add_dv(DV + b * N_K * D + h * DH, dout_base, p, offs_m, offs_n, row_ok, cols_in, D, DH, DP, DP2,
+                DOT_PREC, DC)
         for j0 in range(0, EH, BE):
-            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
-                                         E, EH, BE, HAS_EDGE, TANH)
+            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
+                                         EH, BE, HAS_EDGE, TANH)
             rows = (b * N_K + offs_n[:, None]) * E + h * EH + offs_e[None, :]  # this program's own rows
             ok = col_ok[:, None] & e_ok[None, :]
-            g = ds[:, :, None] * (1.0 - t * t)  # G_ikj = ds_ik (1 - tanh_ikj^2)
-            tl.store(DK + rows, tl.load(DK + rows, mask=ok, other=0.0) + tl.sum(g, axis=0), mask=ok)  # sum_i G
-            tl.store(DU + rows, tl.load(DU + rows, mask=ok, other=0.0) + tl.sum(ds[:, :, None] * t, axis=0),
-                     mask=ok)  # sum_i ds_ik tanh_ikj
+            _add_into(DK + rows, ok, tl.sum(ds[:, :, None] * (1.0 - t * t), axis=0))  # sum_i G_ikj
+            _add_into(DU + rows, ok, tl.sum(ds[:, :, None] * t, axis=0))  # sum_i ds_ik tanh_ikj
         # the next query block re-reads these dv, dk, du rows, loaded in another thread layout than the
         # sums were stored in: another thread may have stored an element, so all stores must land first
         tl.debug_barrier()
@@ -325,36 +375,36 @@ def _attn_bwd_kv(Q, K, U, EV, ET, V, KMASK, QEND, KEND, DOUT, LSE, DELTA, P, DK,
 
 @autotune(BWD_CONFIGS, TUNE_KEY, INTERPRETER_TILES, reset_to_zero=["DQ", "DE"])
 @triton.jit
-def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_Q, N_K, H, et_sb, et_sm, et_sn,
-                de_slot, LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
-                HAS_EDGE: tl.constexpr,
-                HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr, DOT_PREC: tl.constexpr,
-                SLOTS: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr):
+def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_Q, N_K, H, et_sb, de_slot,
+                LEN_BUCKET, EH: tl.constexpr, DH: tl.constexpr, DP: tl.constexpr, DP2: tl.constexpr,
+                HAS_EDGE: tl.constexpr, HAS_KMASK: tl.constexpr, HAVE_P: tl.constexpr, TANH: tl.constexpr,
+                DOT_PREC: tl.constexpr, SLOTS: tl.constexpr, DC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                BE: tl.constexpr):
     """Query-side pass: ``dq / u`` of one query block's rows and ``dE / u`` (atomics, by edge type)."""
     pid_m, pid_bh = tl.program_id(0), tl.program_id(1)
     b, h = pid_bh // H, pid_bh % H
-    E = H * EH
+    E, D = H * EH, H * DH
     offs_m, rows_in = block(pid_m * BM, BM, N_Q)
     lse = tl.load(LSE + pid_bh * N_Q + offs_m, mask=rows_in, other=float("inf"))
     row_ok = lse != float("inf")
     n_end = tl.load(KEND + b)
     n_stop = tl.where(tl.max(row_ok.to(tl.int32), axis=0) > 0, n_end, 0)  # rows without weights skip the keys
-    q_base, k_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH
+    q_base, k_base, ev_base = Q + b * N_Q * E + h * EH, K + b * N_K * E + h * EH, EV + h * EH
     de_base = DE + (pid_bh * tl.num_programs(0) + pid_m) % SLOTS * de_slot  # this program's copy of the table
     for n0 in range(0, n_stop, BN):
         offs_n = n0 + tl.arange(0, BN)
-        col_ok = _key_ok(KMASK, b, offs_n, n_end, N_K, HAS_KMASK)
-        types = _edge_types(ET, b, offs_m, offs_n, rows_in[:, None] & (offs_n < N_K)[None, :], et_sb, et_sm, et_sn,
+        col_ok = _key_ok(KMASK + b * N_K, offs_n, n_end, HAS_KMASK)
+        types = _edge_types(ET + b * et_sb, offs_m, offs_n, rows_in[:, None] & (offs_n < N_K)[None, :], N_K,
                             HAS_EDGE)
-        p, ds = _ds(Q, K, U, EV, V, DOUT, P, DELTA, b, h, pid_bh, types, offs_m, offs_n, row_ok, col_ok, lse,
-                    N_Q, N_K, H, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
+        p, ds = _ds(q_base, k_base, U + h * EH, ev_base, V + b * N_K * D + h * DH, DOUT + b * N_Q * D + h * DH,
+                    P + pid_bh * N_Q * N_K, DELTA + pid_bh * N_Q, types, offs_m, offs_n, row_ok, col_ok, lse, N_K,
+                    E, D, EH, DH, DP, DP2, HAS_EDGE, HAVE_P, TANH, DOT_PREC, DC, BM, BN, BE)
         for j0 in range(0, EH, BE):
-            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, EV + h * EH, types, offs_m, offs_n, row_ok, col_ok,
-                                         E, EH, BE, HAS_EDGE, TANH)
+            t, offs_e, e_ok = _tanh_slab(j0, q_base, k_base, ev_base, types, offs_m, offs_n, row_ok, col_ok, E,
+                                         EH, BE, HAS_EDGE, TANH)
             g = ds[:, :, None] * (1.0 - t * t)  # G_ikj
             rows = (b * N_Q + offs_m[:, None]) * E + h * EH + offs_e[None, :]  # this program's own rows
-            ok = row_ok[:, None] & e_ok[None, :]
-            tl.store(DQ + rows, tl.load(DQ + rows, mask=ok, other=0.0) + tl.sum(g, axis=1), mask=ok)  # sum_k G
+            _add_into(DQ + rows, row_ok[:, None] & e_ok[None, :], tl.sum(g, axis=1))  # sum_k G_ikj
             if HAS_EDGE:  # sum over the pairs of each type t_ik, into one of SLOTS copies of the table
                 tl.atomic_add(de_base + types[:, :, None] * E + h * EH + offs_e[None, None, :], g,
                               mask=(row_ok[:, None] & col_ok[None, :])[:, :, None] & e_ok[None, None, :])
@@ -367,11 +417,15 @@ def _attn_bwd_q(Q, K, U, EV, ET, V, KMASK, KEND, DOUT, LSE, DELTA, P, DQ, DE, N_
 # Host side: launches, the torch.library op and its autograd
 # ---------------------------------------------------------------------------------------------
 
-def _edge_args(edge_vecs: Tensor | None, edge_type: Tensor | None, like: Tensor) -> tuple[Tensor, Tensor, tuple]:
-    """The edge table and types as the kernels take them (placeholders without), and the types' strides."""
+def _edge_args(edge_vecs: Tensor | None, edge_type: Tensor | None, like: Tensor) -> tuple[Tensor, Tensor, int]:
+    """The edge table and types as the kernels take them (placeholders without), and the types' batch
+    stride: each sentence's ``(Nq, Nk)`` table is read with contiguous rows, while the batch may be
+    an expanded view (stride 0: one table for every sentence, as relative positions are)."""
     if edge_vecs is None:
-        return like.new_zeros(1, 1), torch.zeros(1, 1, 1, dtype=torch.int32, device=like.device), (0, 0, 0)
-    return edge_vecs.contiguous(), edge_type, edge_type.stride()
+        return like.new_zeros(1, 1), torch.zeros(1, 1, 1, dtype=torch.int32, device=like.device), 0
+    if edge_type.shape[0] and not edge_type[0].is_contiguous():
+        edge_type = edge_type.contiguous()
+    return edge_vecs.contiguous(), edge_type, edge_type.stride(0)
 
 
 def _shape(q: Tensor, v: Tensor, heads: int, n_k: int, has_edge: bool, tanh: str) -> dict:
@@ -387,6 +441,12 @@ def value_parts(width: int) -> dict:
     take 512 columns of registers for the message sum."""
     first = max(16, 1 << (max(width, 1).bit_length() - 1))
     return {"DP": first, "DP2": 0 if first >= width else max(16, triton.next_power_of_2(width - first))}
+
+
+def value_chunk(first_part: int) -> int:
+    """``DC``: the value columns the backward takes per product (``<dout_i, v_k>`` and ``dv``), at most
+    32 and within the first part ``DP`` (:func:`value_parts`), so that the parts are whole chunks."""
+    return min(32, first_part)
 
 
 def _check_device(query: Tensor) -> None:
@@ -406,7 +466,7 @@ def _forward_op(query, key, u, edge_vecs, edge_type, values, key_mask, query_mas
     q, k, v, u = query.contiguous(), key.contiguous(), values.contiguous(), u.contiguous()
     batch, n_q, _ = q.shape
     n_k, heads = k.shape[1], u.shape[0]
-    ev, et, et_strides = _edge_args(edge_vecs, edge_type, q)
+    ev, et, et_sb = _edge_args(edge_vecs, edge_type, q)
     k_end = ends(key_mask, batch, n_k, device)
     # the layer passes one mask as both: one pass over it
     q_end = k_end if query_mask is key_mask and n_q == n_k else ends(query_mask, batch, n_q, device)
@@ -418,7 +478,7 @@ def _forward_op(query, key, u, edge_vecs, edge_type, values, key_mask, query_mas
     if batch and n_q:
         _attn_fwd[lambda meta: (triton.cdiv(n_q, meta["BM"]), batch * heads)](
             q, k, u, ev, et, v, mask_bytes(key_mask, device), mask_bytes(query_mask, device), k_end, q_end, out, lse,
-            scores, n_q, n_k, heads, *et_strides, HAS_KMASK=key_mask is not None, HAS_QMASK=query_mask is not None,
+            scores, n_q, n_k, heads, et_sb, HAS_KMASK=key_mask is not None, HAS_QMASK=query_mask is not None,
             NEED_ALPHA=need_alpha, **_shape(q, v, heads, n_k, edge_vecs is not None, tanh))
     alpha = scores.sub_(lse.view(batch, heads, n_q, 1)).exp_() if need_alpha else lse.new_empty(0)  # exp(s - lse)
     return out, lse, alpha
@@ -446,7 +506,7 @@ def _backward_op(grad_out, query, key, u, edge_vecs, edge_type, values, key_mask
     batch, n_q, dim = q.shape
     n_k, heads = k.shape[1], u.shape[0]
     has_edge, have_p = edge_vecs is not None, alpha.numel() > 0
-    ev, et, et_strides = _edge_args(edge_vecs, edge_type, q)
+    ev, et, et_sb = _edge_args(edge_vecs, edge_type, q)
     grad_out = grad_out.to(v.dtype).contiguous()
     # D_i = <dout_i, out_i> per head, the softmax backward's row term
     delta = (grad_out.float() * out.float()).view(batch, n_q, heads, -1).sum(-1).transpose(1, 2).contiguous()
@@ -460,13 +520,13 @@ def _backward_op(grad_out, query, key, u, edge_vecs, edge_type, values, key_mask
     q_end = ends(query_mask, batch, n_q, device)
     p = alpha.contiguous() if have_p else lse.new_empty(1)
     shape = dict(_shape(q, v, heads, n_k, has_edge, tanh), HAS_KMASK=key_mask is not None, HAVE_P=have_p)
-    shape["DC"] = min(32, shape["DP"])
+    shape["DC"] = value_chunk(shape["DP"])
     if batch and n_k and n_q:
         _attn_bwd_kv[lambda meta: (triton.cdiv(n_k, meta["BN"]), batch * heads)](
-            q, k, u, ev, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dk, du, dv, n_q, n_k, heads,
-            *et_strides, **shape)
+            q, k, u, ev, et, v, kmask, q_end, k_end, grad_out, lse, delta, p, dk, du, dv, n_q, n_k, heads, et_sb,
+            **shape)
         _attn_bwd_q[lambda meta: (triton.cdiv(n_q, meta["BM"]), batch * heads)](
-            q, k, u, ev, et, v, kmask, k_end, grad_out, lse, delta, p, dq, de, n_q, n_k, heads, *et_strides,
+            q, k, u, ev, et, v, kmask, k_end, grad_out, lse, delta, p, dq, de, n_q, n_k, heads, et_sb,
             de[0].numel(), SLOTS=SLOTS, **shape)
     u_flat = u.reshape(-1).float()  # dq, dk, dE are u times the sums of G
     return (dq.mul_(u_flat).to(q.dtype), dk.mul_(u_flat).to(k.dtype), du.sum((0, 1)).view(u.shape).to(u.dtype),
