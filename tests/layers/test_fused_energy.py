@@ -286,6 +286,23 @@ def test_the_op_traces_without_graph_breaks():
         assert x.grad is not None and x.grad.shape == x.shape
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_edge_types_reach_the_kernels_with_contiguous_rows():
+    """The kernels read each sentence's ``(Nq, Nk)`` edge types with contiguous rows and take only the
+    batch stride: an expanded view (one table for every sentence, as relative positions) is passed as
+    it is, with batch stride 0; a view whose rows are not contiguous is copied."""
+    from cn3.layers.fused_energy import _edge_args  # noqa: PLC0415
+    like, vecs = torch.zeros(1), torch.randn(5, 8)
+    shared = torch.randint(0, 5, (6, 7)).expand(3, 6, 7)
+    _, et, stride = _edge_args(vecs, shared, like)
+    assert et.data_ptr() == shared.data_ptr() and stride == 0
+    transposed = torch.randint(0, 5, (3, 7, 6)).transpose(1, 2)
+    _, et, stride = _edge_args(vecs, transposed, like)
+    assert et.is_contiguous() and stride == 42 and torch.equal(et, transposed)
+    _, et, stride = _edge_args(None, None, like)
+    assert stride == 0 and et.shape == (1, 1, 1)
+
+
 def _sm90_script():
     """``scripts/sm90_spills.py`` as a module (what it compiles and how it reads a spill)."""
     spec = importlib.util.spec_from_file_location("sm90_spills", REPO / "scripts" / "sm90_spills.py")
