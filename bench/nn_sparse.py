@@ -1,6 +1,6 @@
 """``cn3.nn.CN3Conv`` against PyG's ``GATv2Conv`` at the same widths: forward + backward on the CPU.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/nn_sparse.py            # every shape (about a minute)
+    OMP_NUM_THREADS=1 .venv/bin/python bench/nn_sparse.py            # every shape (minutes: the 8 x 200 graphs)
     OMP_NUM_THREADS=1 .venv/bin/python bench/nn_sparse.py --quick    # fewer repeats
     OMP_NUM_THREADS=1 .venv/bin/python bench/nn_sparse.py --profile  # torch.profiler rows, 10,000 nodes
 
