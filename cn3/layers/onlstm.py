@@ -41,6 +41,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from cn3.layers import packed
 from cn3.layers.lstm import LSTM
 from cn3.layers.packed import reverse_within_lengths, run_packed
 
@@ -57,8 +58,8 @@ def _forward_steps(pre: Tensor, wt: Tensor, h0: Tensor, hs: Tensor, cg: Tensor, 
     n, b, _ = pre.shape
     hid = wt.shape[0]
     cs, m2 = hid // nc, 2 * nc
-    sign = torch.tensor([[1.0], [-1.0]], dtype=pre.dtype, device=pre.device)  # [F, I] = [cumax, 1 - cumax]
-    offset = torch.tensor([[0.0], [1.0]], dtype=pre.dtype, device=pre.device)
+    offset = torch.arange(2, dtype=pre.dtype, device=pre.device).view(2, 1)  # [[0], [1]], made on the device
+    sign = 1 - 2 * offset  # [[1], [-1]]: [F, I] = [cumax, 1 - cumax]
     probs: list[Tensor] = []
     h = h0
     for t in range(n):
@@ -244,7 +245,7 @@ class _ONLSTMScan(torch.autograd.Function):
             weight, h0, keep, hs, cg, sig, master, hats, tanh_c, probs = ctx.saved_tensors
             table, d_o, d_tc = _backward_factors(sig, master, hats, tanh_c, cg[:hs.shape[1]])
             # F = cumsum(p_F), I = 1 - cumsum(p_I): the reverse cumsum is a product with a triangle
-            signed_probs = probs * probs.new_tensor([[1.0], [-1.0]])
+            signed_probs = probs * (1 - 2 * torch.arange(2, dtype=probs.dtype, device=probs.device).view(2, 1))
             tri = torch.ones(nc, nc, dtype=hs.dtype, device=hs.device).tril()
             b, n, hid = hs.shape
             d_pre = hs.new_empty(n, b, weight.shape[0] + 3 * hid)  # the gates' inputs, d c_{t-1}, d F, d I
@@ -329,12 +330,13 @@ def padding_start(mask: Tensor | None, n: int, device: torch.device) -> tuple[Te
     """``(keep, full)``: the mask as bool on ``device`` and the first step the recurrence masks (the
     steps before it need none). On the CPU in eager mode, the first column holding any padding (``n``
     when none; with right padding, the shortest length), read on the host, where a read costs nothing.
-    Elsewhere (CUDA, or while compiling) 0 with a mask: every step masked (a no-op at real tokens), so
-    nothing waits for the device and the compiled graph does not break."""
+    Elsewhere (CUDA, or while compiling: where :func:`cn3.layers.packed.padded_by_default` runs the
+    padded path) 0 with a mask: every step masked (a no-op at real tokens), so nothing waits for the
+    device and the compiled graph does not break."""
     if mask is None:
         return None, n
     keep = mask.to(device=device, dtype=torch.bool)
-    if keep.device.type != "cpu" or torch.compiler.is_compiling():
+    if packed.padded_by_default(keep):  # looked up at each call: tests take the CUDA path on the CPU
         return keep, 0
     padded_cols = (~keep).any(0).nonzero()
     return keep, int(padded_cols[0]) if len(padded_cols) else n

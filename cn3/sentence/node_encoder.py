@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from cn3.layers.lstm import LSTM
+from cn3.layers.packed import run_packed
 from cn3.sentence.batching import SideBatch
 from data_prep.vocab import PAD_ID, UNK_ID
 
@@ -59,7 +60,12 @@ class CharCNN(nn.Module):
 class CharLSTM(nn.Module):
     """Character BiLSTM, final states of both directions (Lample et al., 2016).
 
-    Shapes: ``chars (B, N, C)`` long -> ``(B, N, out_dim)`` (``out_dim`` even).
+    Shapes: ``chars (B, N, C)`` long, right-padded with 0 -> ``(B, N, out_dim)`` (``out_dim`` even).
+
+    The LSTM runs through :func:`cn3.layers.packed.run_packed`: packed on the CPU in eager mode, padded
+    elsewhere, reading nothing on the host (a CUDA step does not wait for the lengths). The forward
+    direction's final state is its output at the last character, the backward direction's at the
+    first; a word without characters reads one padding step, as packing needs a length of 1.
     """
 
     def __init__(self, n_chars: int, char_dim: int, out_dim: int):
@@ -70,11 +76,14 @@ class CharLSTM(nn.Module):
     def forward(self, chars: Tensor) -> Tensor:
         b, n, c = chars.shape
         flat = chars.view(b * n, c)
-        lengths = (flat != 0).sum(1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(self.embed(flat), lengths, batch_first=True,
-                                                   enforce_sorted=False)
-        _, (h, _) = self.lstm(packed)  # (2, B*N, out/2)
-        return torch.cat([h[0], h[1]], -1).view(b, n, -1)
+        lengths = (flat != 0).sum(1).clamp(min=1)  # (B*N,), on the device
+        steps = torch.arange(c, device=flat.device) < lengths[:, None]  # (B*N, C)
+        out = run_packed(self.lstm, self.embed(flat), steps)  # (B*N, C, out_dim): both directions
+        half = out.shape[-1] // 2
+        last = (lengths - 1).view(-1, 1, 1).expand(-1, 1, half)  # (B*N, 1, out/2)
+        forward = out[:, :, :half].gather(1, last).squeeze(1)  # ends at the last character
+        backward = out[:, 0, half:]  # ends at the first character
+        return torch.cat([forward, backward], -1).view(b, n, -1)
 
 
 class NodeEncoder(nn.Module):

@@ -32,8 +32,14 @@ counted. The counting sees the calls made by Python code (the loop, the trainers
 
 The models: CN3 with the CNN context, and with the BiLSTM context on the padded path a CUDA run takes
 (:func:`cn3.layers.packed.run_packed`; packing, the CPU eager default, reads the lengths on the host
-once per recurrent layer and update); a Transformer encoder. The Tree-LSTM, which walks each tree's
-levels on the host by design, is the one encoder that reads the device inside its step.
+once per recurrent layer and update); a Transformer encoder; then every encoder family a sentence
+task offers (the registry) and CN3 with the character BiLSTM, on the path a CUDA run takes (the
+recurrent layers padded, the ON-LSTM masking every step: :func:`cn3.layers.onlstm.padding_start`).
+Each is asserted free of waits outside log lines, or named in :data:`HOST_READS` with its reason
+(the Tree-LSTM and the syntactic GCN, which check their trees on the device); the tagging task the
+tree encoders train on adds its CRF head's mask checks (:data:`CRF_HEAD`). The Triton ON-LSTM (CUDA
+only) reads its barrier flag once per launch configuration, not per step
+(:func:`cn3.layers.onlstm_triton._run_split`).
 
 On CUDA, :func:`test_a_cuda_step_never_waits` runs training steps under
 ``torch.cuda.set_sync_debug_mode("error")``, which raises at any synchronising call.
@@ -48,16 +54,20 @@ from pathlib import Path
 
 import pytest
 import torch
+import torchcrf
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 import cn3.layers.packed
+import cn3.sentence.heads
 import cn3.train.trainer
+from cn3.encoders.registry import get_spec
 from cn3.kinds import train
 from cn3.nmt.config import resolve_nmt_config
 from cn3.nmt.data import absolutize
 from cn3.sentence.resolve import resolve_config
+from cn3.util.encoder_names import SENTENCE_LEVELS, encoder_levels
 from data_prep.prepare import PrepareSettings, prepare
 from tests.nmt.test_nmt_cli import TINY as NMT_TINY
 from tests.nmt.test_nmt_cli import corpus
@@ -189,6 +199,65 @@ def check(calls: DeviceCalls, log_every: int, tolerated: str | None = None) -> N
             assert len(calls.calls[u]) - len(ours) == 1, (u, calls.calls[u])
         allowed = 0 if u in quiet else 1
         assert len(ours) <= allowed, f"update {u} ({'quiet' if u in quiet else 'logged'}): {Counter(ours)}"
+
+
+#: Encoder families whose training step reads the device by design: ``{family: (file, reason)}``. The
+#: family test asserts that each does read there at every update (an entry whose reads are gone fails,
+#: so the list cannot outlive its reason) and that nothing else reads.
+HOST_READS = {
+    "treelstm": ("cn3/encoders/treelstm.py", "checks each batch's trees (one head per word, one root per "
+                 "sentence) and walks their levels deepest first: the depth and each level's words read on the "
+                 "host, one read per level"),
+    "pdgraph": ("cn3/encoders/pdgraph.py", "checks each batch's arc labels against its label count on the "
+                "device (a ValueError naming the bound), one read per call"),
+}
+#: The tagging head's reads (the tree encoders train on UD POS tags, a tagging task, which the data
+#: with gold trees serves): pytorch-crf asserts its mask's first step (``mask[0].all()``) in the loss and
+#: :class:`cn3.sentence.heads.CRFHead` checks it with a message first. Reads of the head, not of an encoder.
+CRF_HEAD = (str(Path(cn3.sentence.heads.__file__)), str(Path(torchcrf.__file__)))
+#: Every encoder a sentence task offers (the registry, :mod:`cn3.util.encoder_names`), and CN3 with the
+#: character BiLSTM (``model.char: lstm``) beside its default CNN-free attributes.
+FAMILIES = [name for name, levels in encoder_levels().items() if set(levels) & set(SENTENCE_LEVELS)] + ["char-lstm"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ud_gold(tmp_path_factory, data_root) -> Path:
+    """UD POS with its gold trees, for the encoders that need trees."""
+    out = tmp_path_factory.mktemp("prepared") / "ud_pos"
+    prepare(PrepareSettings(task="ud_pos", data=data_root, out=out, annotator="gold"))
+    return out
+
+
+def test_the_families_are_the_registry_and_the_exceptions_are_among_them():
+    assert {"cn3", "lstm", "transformer", "onlstm", "hybrid", "treelstm", "cnn", "nbow"} <= set(FAMILIES)
+    assert set(HOST_READS) <= set(FAMILIES)
+    assert all((REPO / file).is_file() for file, _ in HOST_READS.values())
+
+
+@pytest.mark.slow  # one short training per family: about a minute in all
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_encoder_family_waits_only_to_log_or_is_a_named_exception(trec, ud_gold, tmp_path, monkeypatch, family):
+    """Each family's updates on the path a CUDA run takes (padded recurrent layers, batches gathered on
+    the device) wait for the device only to log, or read only where :data:`HOST_READS` says, at every
+    update."""
+    encoder, extra = ("cn3", ["model.char=lstm"]) if family == "char-lstm" else (family, [])
+    if encoder.endswith("_san"):
+        extra.append("model.graph_layers=2")  # recurrent layers under self-attention: at least one of each
+    trees = get_spec(encoder).needs_trees
+    monkeypatch.setattr("cn3.layers.packed.padded_by_default", lambda x: True)
+    counters = watch(monkeypatch)
+    cfg = resolve_config("ud_pos" if trees else "trec", None, {"data.prepared": ud_gold if trees else trec},
+                         [*TINY, f"model.encoder={encoder}", *extra, "train.num_threads=1", "data.limit=120",
+                          "train.epochs=1", "train.batch_size=16", "train.log_every=5", "train.device_batches=true"])
+    train(cfg, tmp_path / "run", device_name="cpu")
+    calls = counters[0]
+    exception = str(REPO / HOST_READS[family][0]) if family in HOST_READS else None
+    for u in range(1, calls.update + 1):
+        if exception is not None:
+            assert any(c[0] == exception for c in calls.calls[u]), (family, u, "no read: drop it from HOST_READS")
+        calls.calls[u] = [c for c in calls.calls[u] if c[0] != exception and not (trees and c[0] in CRF_HEAD)]
+    check(calls, log_every=5)
 
 
 @pytest.mark.parametrize("ema, adversarial, precision, device_batches, context", [
