@@ -302,21 +302,21 @@ class BlockwiseAdditiveAttention(torch.autograd.Function):
             grad_s = grad_s.view(batch, heads, -1, grad_s.shape[-1]).movedim(1, -1)  # (B, r, Nk, H)
             grad_s = grad_s.to(compute, memory_format=torch.contiguous_format)  # (B, r, Nk, H), dense
             if need_u:  # sum_ik dL/ds^h_ik tanh_ik, every head against every column; head h's block kept below
-                grads.u += tanh.view(-1, dim).t() @ grad_s.reshape(-1, heads)  # (e, H)
+                grads.u += grad_s.reshape(-1, heads).t() @ tanh.view(-1, dim)  # (H, e)
             grads.add_block(_tanh_backward(grad_s, tanh), rows, edge_type, need_q, need_k)
         return grads.result(u, ctx.dtypes, (need_q, need_k, need_u, need_e, need_v))
 
 
 class _Grads:
     """The backward's fp32 (or fp64) accumulators: ``q (B, Nq, e)`` and ``k (B, Nk, e)`` sum ``G``,
-    ``u (e, H)`` every head's score gradient against every column, ``e (T, e)`` by edge type, ``v (B H, Nk, d/H)``."""
+    ``u (H, e)`` every head's score gradient against every column, ``e (T, e)`` by edge type, ``v (B H, Nk, d/H)``."""
 
     def __init__(self, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None, value_heads: Tensor,
                  acc: torch.dtype) -> None:
         heads = 1 if u.dim() == 1 else u.shape[0]
         self.q = query.new_zeros(query.shape, dtype=acc)  # (B, Nq, e): sum_k G_ik
         self.k = key.new_zeros(key.shape, dtype=acc)  # (B, Nk, e): sum_i G_ik
-        self.u = u.new_zeros(u.numel(), heads, dtype=acc)  # (e, H): sum_ik dL/ds^h_ik tanh_ik
+        self.u = u.new_zeros(heads, u.numel(), dtype=acc)  # (H, e): sum_ik dL/ds^h_ik tanh_ik
         self.e = None if edge_vecs is None else edge_vecs.new_zeros(edge_vecs.shape, dtype=acc)  # (T, e)
         self.v = torch.zeros_like(value_heads)  # (B H, Nk, d/H)
 
@@ -339,9 +339,9 @@ class _Grads:
     def result(self, u: Tensor, dtypes: tuple, needs: tuple) -> tuple:
         """The nine gradients of :meth:`BlockwiseAdditiveAttention.forward`'s inputs, each in its input's dtype."""
         need_q, need_k, need_u, need_e, need_v = needs
-        heads = self.u.shape[1]
+        heads = self.u.shape[0]
         u_flat = u.to(self.q.dtype).reshape(-1)  # (e,)  u_h side by side
-        own = self.u.view(heads, -1, heads).diagonal(dim1=0, dim2=2).t()  # (H, e/H): head h's rows of column h
+        own = self.u.view(heads, heads, -1).diagonal(dim1=0, dim2=1).t()  # (H, e/H): head h's own columns
         batch = self.v.shape[0] // heads
         grad_v = _merge_heads(self.v.view(batch, heads, *self.v.shape[1:]))  # (B, Nk, d)
         dq, dk, du, de, dv = dtypes

@@ -71,10 +71,11 @@ class DenseCN3Conv(nn.Module):
     ``add_self_loops``). A node with no key gets a zero message: ``x'_i = (1 - g_i) h_i``.
 
     The score is additive and vector-valued (GATv2's family), and the layer never builds the
-    ``(B, N, N, e)`` tensor of ``tanh`` arguments at once: on CPU it walks blocks of query rows
-    (:func:`cn3.layers.blockwise_energy.additive_attention`), on CUDA it runs the fused Triton kernel
-    (:mod:`cn3.layers.fused_energy`) exactly as the sentence models do (:func:`cn3.layers.dynamic_graph.
-    choose_impl`). The kernel takes neither ``adj`` nor ``edge_attr``: with either, CUDA runs the dense
+    ``(B, N, N, e)`` tensor of ``tanh`` arguments at once: on CPU it walks blocks of query rows with
+    every head in one tensor dimension (:class:`cn3.layers.dynamic_graph.BlockwiseAdditiveAttention`), on
+    CUDA it runs the fused Triton kernel (:mod:`cn3.layers.fused_energy`) exactly as the sentence models
+    do (:func:`cn3.layers.dynamic_graph.choose_impl`).
+    The kernel takes neither ``adj`` nor ``edge_attr``: with either, CUDA runs the dense
     PyTorch path, and ``edge_attr`` costs one ``(B, N, N, e)`` tensor of projected features.
 
     Args:
