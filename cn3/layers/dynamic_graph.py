@@ -34,8 +34,8 @@ One function, :func:`cn3_attention`, computes energy, weights and messages for
 (``model.attention_impl`` on sentence tasks, ``model.cn3.attention_impl`` on translation; ``auto``:
 :func:`choose_impl`), the same function to rounding:
 
-* ``blockwise`` (:class:`BlockwiseAdditiveAttention`, below): blocks of query rows of about 8 MB, all
-  heads folded into one tensor dimension.
+* ``blockwise`` (:class:`BlockwiseAdditiveAttention`, below): blocks of query rows of about 8 MB, one
+  head at a time (why a loop over heads: :func:`cn3_attention`).
 * ``dense``: the same autograd Function with blocks of :data:`DENSE_ELEMENTS`.
 * ``fused`` (:mod:`cn3.layers.fused_energy`): one Triton kernel forward and two backward passes for
   all heads (a ``torch.library`` op: ``torch.compile`` traces through it), memory O(B N (d + e)); on
@@ -49,7 +49,7 @@ Why blocks: broadcasting materialises ``tanh(q_i + k_k + E[t_ik])`` as a ``(B, N
 autograd keeps with its input (3.75 GB each at N = 2,500, e = 150). The blockwise Function walks blocks
 of whole query rows, so energy and masked softmax finish inside a block and one block of ``tanh``
 exists at a time; its backward recomputes ``tanh`` block by block from the saved ``q``, ``k``
-(``(B, N, e)``), ``u``, edge vectors and types, values, output and the ``(B, H, N, N)`` weights (``e/H``
+(``(B, N, e)``), ``u``, edge vectors and types, values, output and the ``(B, N, N)`` weights (``e``
 times smaller than ``tanh``, and kept by callers as ``alpha`` anyway). Under ``torch.autocast`` the
 per-block work (``tanh``, energy, context GEMM) runs in the projections' dtype; the softmax, saved
 weights and gradient accumulators stay fp32, and each gradient is returned in its input's dtype.
@@ -138,6 +138,15 @@ def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: T
     ``out_i = concat_h sum_k alpha^h_ik values_k[slice_h]``; head ``h`` owns columns
     ``h e/H : (h+1) e/H`` of the projections and slice ``h d/H : (h+1) d/H`` of the values.
 
+    The PyTorch paths loop over the heads, one :func:`additive_attention` call each on that head's
+    columns. Folding the heads into a tensor dimension (one ``(B, r, N, e)`` block of ``tanh`` for all
+    heads, the scores one product with a block-diagonal ``(e, H)`` matrix, ``(B, H, r, N)`` softmax
+    blocks, a ``(B H)``-batched context) was written and measured slower on the CPU, for one head as well
+    as several: a skinny ``(e, H)`` product is slower than ``H`` matrix-vector products, the ``(B, H)``
+    batches are smaller GEMMs, and the per-block reshapes cost dispatches (docs/design.md, "The CN3
+    layer in two files"). Each head's copy of its columns (``(B, N, e/H)``) is ``N`` times smaller than
+    one block of ``tanh``.
+
     Args:
         query, key: ``(B, N, e)`` per-node projections ``q_i``, ``k_k``.
         u: ``(H, e/H)``.
@@ -151,7 +160,7 @@ def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: T
         impl: one of :data:`IMPLS`. The fused kernel serves neither ``pair_vecs`` nor ``keys``: with
             either, ``fused`` (given or chosen) runs the dense path instead.
         need_alpha: the fused path returns None for ``alpha`` without it (the others always return it).
-        block_rows: query rows per block (all heads) on the PyTorch paths; None picks by size.
+        block_rows: query rows per block on the PyTorch paths; None picks by size.
         edge_weights, energy_form: one of :data:`~cn3.layers.edge_weights.EDGE_WEIGHTS` and of
             :data:`~cn3.layers.edge_weights.ENERGY_FORMS`. Anything but ``softmax`` + ``additive`` runs
             :func:`cn3.layers.edge_weights.graph_attention` (PyTorch, on every device; the fused kernel
@@ -160,30 +169,48 @@ def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: T
     Shapes:
         returns ``out (B, N, d)`` and ``alpha (B, H, N, N)`` (or None, see ``need_alpha``).
     """
-    batch, n, energy_dim = query.shape  # B, N, e
-    if pair_vecs is not None:  # one "edge type" per pair (the fused kernel takes none: the dense path runs)
-        edge_vecs, edge_type = pair_table(pair_vecs, edge_vecs, edge_type)  # (B N N, e), (B, N, N)
+    heads = u.shape[0]
     if edge_weights != "softmax" or energy_form != "additive":
-        budget = BLOCK_ELEMENTS if query.device.type != "cuda" else DENSE_ELEMENTS
-        block_rows = block_rows or default_block_rows(batch, n, energy_dim, budget=budget)
+        if pair_vecs is not None:
+            edge_vecs, edge_type = pair_table(pair_vecs, edge_vecs, edge_type)
+        if block_rows is None:
+            budget = BLOCK_ELEMENTS if query.device.type != "cuda" else DENSE_ELEMENTS
+            block_rows = default_block_rows(query.shape[0], query.shape[1], query.shape[-1], budget=budget)
         out, alpha, _, _ = graph_attention(query, key, u, values, mask, edge_vecs, edge_type, keys, edge_weights,
-                                           energy_form, block_rows)  # (B, N, d), (B, H, N, N)
+                                           energy_form, block_rows)
         return out, alpha if need_alpha else None
-    path = choose_impl(impl, query.device, values.shape[-1] // u.shape[0], n)
+    path = choose_impl(impl, query.device, values.shape[-1] // heads, query.shape[1])
     if path == "fused" and pair_vecs is None and keys is None:
         from cn3.layers.fused_energy import fused_additive_attention  # needs triton: only on this path
 
         return fused_additive_attention(query, key, u, values, mask, mask, edge_vecs, edge_type, need_alpha)
-    if block_rows is None and path != "blockwise":
-        block_rows = default_block_rows(batch, n, energy_dim, budget=DENSE_ELEMENTS)
-    key_mask = mask if keys is None else keys & mask.unsqueeze(1)  # (B, N) or (B, N, N)
-    return additive_attention(query, key, u, values, key_mask=key_mask, query_mask=mask, edge_vecs=edge_vecs,
-                              edge_type=edge_type, block_rows=block_rows)  # (B, N, d), (B, H, N, N)
+    if pair_vecs is not None:
+        edge_vecs, edge_type = pair_table(pair_vecs, edge_vecs, edge_type)
+    if block_rows is None and (path != "blockwise" or keys is not None):
+        budget = BLOCK_ELEMENTS if path == "blockwise" else DENSE_ELEMENTS
+        block_rows = default_block_rows(query.shape[0], query.shape[1], query.shape[-1] // heads, budget=budget)
+    allowed = None if keys is None else keys & mask.unsqueeze(1)  # (B, N, N)
+    contexts, alphas = [], []
+    for head in range(heads):
+        if heads == 1:  # the projections as they are: no slicing, no copies
+            cols, vcols = slice(None), slice(None)
+        else:
+            rows, width = u.shape[-1], values.shape[-1] // heads
+            cols, vcols = slice(head * rows, (head + 1) * rows), slice(head * width, (head + 1) * width)
+        context, alpha = _attend_rows(
+            query[..., cols].contiguous(), key[..., cols].contiguous(), u[head], values[..., vcols].contiguous(),
+            mask, allowed, None if edge_vecs is None else edge_vecs[:, cols].contiguous(), edge_type,
+            block_rows)  # (B, N, d/H), (B, N, N)
+        contexts.append(context)
+        alphas.append(alpha)
+    if heads == 1:
+        return contexts[0], alphas[0].unsqueeze(1)
+    return torch.cat(contexts, dim=-1), torch.stack(alphas, dim=1)  # (B, N, d), (B, H, N, N)
 
 
 def pair_table(pair_vecs: Tensor, edge_vecs: Tensor | None, edge_type: Tensor | None) -> tuple[Tensor, Tensor]:
     """Per-pair energy terms as an edge-type table: one "type" per pair, ``(B N N, e)`` and its
-    ``(B, N, N)`` index, so the energy gathers them as it gathers edge types."""
+    ``(B, N, N)`` index, so :func:`additive_attention` gathers them as it gathers edge types."""
     batch, n_query, n_key, dim = pair_vecs.shape
     table = pair_vecs.reshape(-1, dim)  # (B N N, e)
     if edge_vecs is not None:
@@ -192,162 +219,25 @@ def pair_table(pair_vecs: Tensor, edge_vecs: Tensor | None, edge_type: Tensor | 
     return table, index
 
 
-def additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
-                       key_mask: Tensor | None = None, query_mask: Tensor | None = None,
-                       edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
-                       block_rows: int | None = None) -> tuple[Tensor, Tensor]:
-    """Additive attention in memory bounded by one block of query rows, every head at once.
-
-    ``s^h_ik = u_h^T tanh(q^h_i + k^h_k [+ edge_vecs^h[edge_type_ik]])``, ``alpha^h = masked_softmax(s^h)``,
-    ``out_i = concat_h sum_k alpha^h_ik values_k[slice_h]`` (head ``h``: columns ``h e/H : (h+1) e/H`` of
-    ``q``, ``k``, ``edge_vecs`` and slice ``h d/H : (h+1) d/H`` of the values).
-
-    Args:
-        query: ``(B, Nq, e)`` per-node query-side projections ``q_i``.
-        key: ``(B, Nk, e)`` per-node key-side projections ``k_k``.
-        u: ``(e,)`` one energy vector, or ``(H, e/H)`` one per head.
-        values: ``(B, Nk, d)``; ``H`` divides ``d``.
-        key_mask: ``(B, Nk)`` bool, True at keys that may be attended, or ``(B, Nq, Nk)`` per query.
-        query_mask: ``(B, Nq)`` bool, True at real queries (other rows get zero weights).
-        edge_vecs: ``(T, e)`` one vector per edge type, or None.
-        edge_type: ``(B, Nq, Nk)`` long in ``[0, T)``, with ``edge_vecs``.
-        block_rows: query rows per block; default :func:`default_block_rows`.
-
-    Raises:
-        ValueError: only one of ``edge_vecs`` and ``edge_type``.
-
-    Shapes:
-        returns ``out (B, Nq, d)`` and ``alpha`` (not differentiable): ``(B, Nq, Nk)`` for a ``(e,)``
-        ``u``, ``(B, H, Nq, Nk)`` for a ``(H, e/H)`` one.
-    """
-    if (edge_vecs is None) != (edge_type is None):
-        raise ValueError("edge_vecs and edge_type go together")
-    if block_rows is None:
-        block_rows = default_block_rows(query.shape[0], key.shape[1], query.shape[-1])
-    return BlockwiseAdditiveAttention.apply(query, key, u, edge_vecs, edge_type, values,
-                                            key_mask, query_mask, block_rows)
-
-
-class BlockwiseAdditiveAttention(torch.autograd.Function):
-    """The autograd Function behind :func:`additive_attention` (same tensors, positional):
-    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, block_rows)`` ->
-    ``context (B, Nq, d)`` and ``weights`` (not differentiable; shapes: :func:`additive_attention`).
-
-    The heads are a tensor dimension: one ``(B, r, Nk, e)`` block of ``tanh`` serves them all, its
-    scores are one matrix product with ``U`` (``(e, H)``, ``u_h`` in the rows of head ``h`` of column
-    ``h``), the weights are ``(B, H, Nq, Nk)`` and the context one batched GEMM over ``(B, H)``.
-    """
-
-    @staticmethod
-    def forward(ctx, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None,
-                edge_type: Tensor | None, values: Tensor, key_mask: Tensor | None,
-                query_mask: Tensor | None, block_rows: int) -> tuple[Tensor, Tensor]:
-        ctx.dtypes = (query.dtype, key.dtype, u.dtype, None if edge_vecs is None else edge_vecs.dtype,
-                      values.dtype)
-        compute = query.dtype  # the autocast dtype under autocast (see the module docstring)
-        key, values = key.to(compute), values.to(compute)
-        edge_vecs = None if edge_vecs is None else edge_vecs.to(compute)
-        (batch, n_query, dim), n_key = query.shape, key.shape[1]  # B, Nq, e; Nk
-        heads = 1 if u.dim() == 1 else u.shape[0]  # H
-        columns = _head_columns(u.to(compute).view(heads, -1))  # (e, H)  U
-        acc = torch.promote_types(compute, torch.float32)  # fp32, or fp64 for gradcheck
-        out_weights = values.new_empty(batch, *([heads] if u.dim() > 1 else []), n_query, n_key, dtype=acc)
-        weights = out_weights.view(batch, heads, n_query, n_key)  # (B, H, Nq, Nk)
-        buffer = query.new_empty(batch * min(block_rows, n_query) * n_key * dim)
-        for rows in _blocks(n_query, block_rows):
-            tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
-            score = (tanh.view(-1, dim) @ columns).view(batch, -1, n_key, heads)  # (B, r, Nk, H)  u_h^T tanh
-            score = score.movedim(-1, 1).to(acc, memory_format=torch.contiguous_format)  # (B, H, r, Nk)  s^h_ik
-            weights[:, :, rows] = masked_softmax(score, _block_mask(key_mask, rows),
-                                                 query_mask=_rows(query_mask, rows))  # (B, H, r, Nk)
-        if heads == 1:  # (B, Nq, Nk) @ (B, Nk, d): a tensor of its own, not a view (callers may write into it)
-            context = attend(weights[:, 0].to(compute), values)  # (B, Nq, d)
-        else:  # one batched GEMM over (B, H); the merge copies
-            context = _merge_heads(attend(weights.to(compute), _split_heads(values, heads)))  # (B, Nq, d)
-        # The weights are saved rather than recomputed (saves ~10% of the time): they are the
-        # output callers keep for inspection anyway, and (B, H, N, N) is e/H times smaller than tanh.
-        ctx.save_for_backward(query, key, u, edge_vecs, edge_type, values, out_weights, context)
-        ctx.block_rows, ctx.heads = block_rows, heads
-        ctx.mark_non_differentiable(out_weights)
-        ctx.set_materialize_grads(False)  # else backward gets a (B, H, N, N) zero grad for weights
-        return context, out_weights  # (B, Nq, d), (B, H, Nq, Nk) or (B, Nq, Nk) for a (e,) u
-
-    @staticmethod
-    def backward(ctx, grad_context: Tensor | None, _grad_weights: None):
-        if grad_context is None:
-            return (None,) * 9
-        query, key, u, edge_vecs, edge_type, values, weights, context = ctx.saved_tensors
-        need_q, need_k, need_u, need_e, _, need_v = ctx.needs_input_grad[:6]
-        (batch, n_query, dim), heads = query.shape, ctx.heads  # B, Nq, e; H
-        weights = weights.view(batch, heads, n_query, -1)  # (B, H, Nq, Nk)
-        compute, acc = query.dtype, weights.dtype  # block work in ``compute``, sums in fp32 (or fp64)
-        grad_heads = _split_heads(grad_context.to(acc), heads).contiguous()  # (B, H, Nq, d/H)  dL/dh~
-        value_heads = _split_heads(values.to(acc), heads).contiguous().flatten(0, 1)  # (B H, Nk, d/H)
-        # The gradient w.r.t. the tanh input is u * G, G = dL/ds * (1 - tanh^2); q_i, k_k and
-        # E[t_ik] all receive sums of it, so sum G and multiply by u once at the end.
-        grads = _Grads(query, key, u, edge_vecs if need_e else None, value_heads, acc)
-        # softmax backward needs <dL/dw_i, w_i> = sum_k w_ik <dL/dh~_i, v_k> = <dL/dh~_i, h~_i>
-        # (the FlashAttention identity): one number per row and head, from the saved output.
-        row_dot = (grad_heads * _split_heads(context.to(acc), heads)).sum(dim=-1, keepdim=True)  # (B, H, Nq, 1)
-        buffer = query.new_empty(batch * min(ctx.block_rows, n_query) * key.shape[1] * dim)
-        for rows in _blocks(n_query, ctx.block_rows):
-            tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
-            w = weights[:, :, rows].flatten(0, 1)  # (B H, r, Nk), in ``acc`` (a view)
-            grad_out = grad_heads[:, :, rows].flatten(0, 1)  # (B H, r, d/H)
-            if need_v:
-                grads.v.baddbmm_(w.transpose(1, 2), grad_out)  # h~ = w v  =>  dv = w^T dh~
-            # dL/ds = w * (dL/dw - <dL/dw, w>), dL/dw = dL/dh~ v^T
-            grad_s = torch.bmm(grad_out, value_heads.transpose(1, 2))  # (B H, r, Nk)
-            grad_s.sub_(row_dot[:, :, rows].flatten(0, 1)).mul_(w)
-            grad_s = grad_s.view(batch, heads, -1, grad_s.shape[-1]).movedim(1, -1)  # (B, r, Nk, H)
-            grad_s = grad_s.to(compute, memory_format=torch.contiguous_format)  # (B, r, Nk, H), dense
-            if need_u:  # sum_ik dL/ds^h_ik tanh_ik, every head against every column; head h's block kept below
-                grads.u += grad_s.reshape(-1, heads).t() @ tanh.view(-1, dim)  # (H, e)
-            grads.add_block(_tanh_backward(grad_s, tanh), rows, edge_type, need_q, need_k)
-        return grads.result(u, ctx.dtypes, (need_q, need_k, need_u, need_e, need_v))
-
-
-class _Grads:
-    """The backward's fp32 (or fp64) accumulators: ``q (B, Nq, e)`` and ``k (B, Nk, e)`` sum ``G``,
-    ``u (H, e)`` every head's score gradient against every column, ``e (T, e)`` by edge type, ``v (B H, Nk, d/H)``."""
-
-    def __init__(self, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None, value_heads: Tensor,
-                 acc: torch.dtype) -> None:
-        heads = 1 if u.dim() == 1 else u.shape[0]
-        self.q = query.new_zeros(query.shape, dtype=acc)  # (B, Nq, e): sum_k G_ik
-        self.k = key.new_zeros(key.shape, dtype=acc)  # (B, Nk, e): sum_i G_ik
-        self.u = u.new_zeros(heads, u.numel(), dtype=acc)  # (H, e): sum_ik dL/ds^h_ik tanh_ik
-        self.e = None if edge_vecs is None else edge_vecs.new_zeros(edge_vecs.shape, dtype=acc)  # (T, e)
-        self.v = torch.zeros_like(value_heads)  # (B H, Nk, d/H)
-
-    def add_block(self, g_pre: Tensor, rows: slice, edge_type: Tensor | None, need_q: bool, need_k: bool) -> None:
-        """Adds one block's ``G (B, r, Nk, e)`` to the sums over keys, queries and edge types."""
-        batch, n_rows, dim = g_pre.shape[0], g_pre.shape[1], g_pre.shape[-1]
-        if need_q:
-            self.q[:, rows] = g_pre.sum(dim=2)  # (B, r, e)
-        if need_k:
-            # the sum over the block's rows as a batched GEMV: ~2x faster than .sum(dim=1)
-            ones = g_pre.new_ones(batch, 1, n_rows)  # (B, 1, r)
-            rows_view = g_pre.view(batch, n_rows, -1)  # (B, r, Nk*e)
-            if g_pre.dtype == self.k.dtype:  # fp32: accumulate in place, no temporary per block
-                self.k.view(batch, 1, -1).baddbmm_(ones, rows_view)
-            else:  # bf16 block, fp32 sum (baddbmm_ needs one dtype)
-                self.k.view(batch, 1, -1).add_(torch.bmm(ones, rows_view))
-        if self.e is not None:
-            self.e.index_add_(0, edge_type[:, rows].reshape(-1), g_pre.reshape(-1, dim).to(self.e.dtype))
-
-    def result(self, u: Tensor, dtypes: tuple, needs: tuple) -> tuple:
-        """The nine gradients of :meth:`BlockwiseAdditiveAttention.forward`'s inputs, each in its input's dtype."""
-        need_q, need_k, need_u, need_e, need_v = needs
-        heads = self.u.shape[0]
-        u_flat = u.to(self.q.dtype).reshape(-1)  # (e,)  u_h side by side
-        own = self.u.view(heads, heads, -1).diagonal(dim1=0, dim2=1).t()  # (H, e/H): head h's own columns
-        batch = self.v.shape[0] // heads
-        grad_v = _merge_heads(self.v.view(batch, heads, *self.v.shape[1:]))  # (B, Nk, d)
-        dq, dk, du, de, dv = dtypes
-        return (self.q.mul_(u_flat).to(dq) if need_q else None, self.k.mul_(u_flat).to(dk) if need_k else None,
-                own.reshape(u.shape).to(du) if need_u else None, self.e.mul_(u_flat).to(de) if need_e else None,
-                None, grad_v.to(dv) if need_v else None, None, None, None)
+def _attend_rows(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: Tensor, allowed: Tensor | None,
+                 edge_vecs: Tensor | None, edge_type: Tensor | None,
+                 block_rows: int | None) -> tuple[Tensor, Tensor]:
+    """One head of :func:`cn3_attention` on the PyTorch path. A per-pair key mask (``allowed``,
+    ``(B, N, N)``) is cut into blocks of query rows here, one :func:`additive_attention` call each,
+    because that function takes one key mask for all its blocks."""
+    if allowed is None:
+        return additive_attention(query, key, u, values, key_mask=mask, query_mask=mask, edge_vecs=edge_vecs,
+                                  edge_type=edge_type, block_rows=block_rows)  # (B, N, d), (B, N, N)
+    contexts, alphas = [], []
+    for start in range(0, query.shape[1], block_rows):
+        rows = slice(start, start + block_rows)
+        context, alpha = additive_attention(
+            query[:, rows], key, u, values, key_mask=allowed[:, rows], query_mask=mask[:, rows],
+            edge_vecs=edge_vecs, edge_type=None if edge_type is None else edge_type[:, rows],
+            block_rows=block_rows)  # (B, r, d), (B, r, N)
+        contexts.append(context)
+        alphas.append(alpha)
+    return torch.cat(contexts, dim=1), torch.cat(alphas, dim=1)  # (B, N, d), (B, N, N)
 
 
 def _block_tanh(buffer: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | None,
@@ -369,34 +259,91 @@ def _block_tanh(buffer: Tensor, query: Tensor, key: Tensor, edge_vecs: Tensor | 
     return out.tanh_()
 
 
-def _tanh_backward(grad_s: Tensor, tanh: Tensor) -> Tensor:
-    """``G = dL/ds^h * (1 - tanh^2)`` per column (head ``h``'s columns take ``dL/ds^h``): ``grad_s (B, r, Nk, H)``,
-    ``tanh (B, r, Nk, e)`` -> ``(B, r, Nk, e)``, in one pass in place over the tanh block (a fresh tensor per
-    block costs page faults); under ``torch.compile`` the functional op (Inductor fuses it, and refuses the
-    in-place form on a 5-D view)."""
-    tanh_heads = tanh.view(*tanh.shape[:-1], grad_s.shape[-1], -1)  # (B, r, Nk, H, e/H)
-    if torch.compiler.is_compiling():
-        return torch.ops.aten.tanh_backward(grad_s.unsqueeze(-1), tanh_heads).reshape(tanh.shape)
-    torch.ops.aten.tanh_backward.grad_input(grad_s.unsqueeze(-1), tanh_heads, grad_input=tanh_heads)
-    return tanh  # (B, r, Nk, e), now G
+class BlockwiseAdditiveAttention(torch.autograd.Function):
+    """The autograd Function behind :func:`additive_attention` (same tensors, positional):
+    ``apply(query, key, u, edge_vecs, edge_type, values, key_mask, query_mask, block_rows)`` ->
+    ``context (B, Nq, d)`` and ``weights (B, Nq, Nk)`` (not differentiable).
+    """
 
+    @staticmethod
+    def forward(ctx, query: Tensor, key: Tensor, u: Tensor, edge_vecs: Tensor | None,
+                edge_type: Tensor | None, values: Tensor, key_mask: Tensor | None,
+                query_mask: Tensor | None, block_rows: int) -> tuple[Tensor, Tensor]:
+        ctx.dtypes = (query.dtype, key.dtype, u.dtype, None if edge_vecs is None else edge_vecs.dtype,
+                      values.dtype)
+        compute = query.dtype  # the autocast dtype under autocast (see the module docstring)
+        key, u, values = key.to(compute), u.to(compute), values.to(compute)
+        edge_vecs = None if edge_vecs is None else edge_vecs.to(compute)
+        batch, n_query, dim = query.shape
+        acc = torch.promote_types(compute, torch.float32)  # fp32, or fp64 for gradcheck
+        weights = values.new_empty(batch, n_query, key.shape[1], dtype=acc)  # (B, Nq, Nk)
+        buffer = query.new_empty(batch * min(block_rows, n_query) * key.shape[1] * dim)
+        for rows in _blocks(n_query, block_rows):
+            tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
+            weights[:, rows] = masked_softmax((tanh @ u).to(acc), key_mask,
+                                              query_mask=_rows(query_mask, rows))  # (B, r, Nk)
+        context = attend(weights.to(compute), values)  # (B, Nq, d), one large GEMM
+        # The weights are saved rather than recomputed (saves ~10% of the time): they are the
+        # output callers keep for inspection anyway, and (B, N, N) is e times smaller than tanh.
+        ctx.save_for_backward(query, key, u, edge_vecs, edge_type, values, weights, context)
+        ctx.block_rows = block_rows
+        ctx.mark_non_differentiable(weights)
+        ctx.set_materialize_grads(False)  # else backward gets a (B, N, N) zero grad for weights
+        return context, weights
 
-def _head_columns(u: Tensor) -> Tensor:
-    """``U (e, H)`` from ``u (H, e/H)``: column ``h`` holds ``u_h`` in rows ``h e/H : (h+1) e/H``, zeros elsewhere,
-    so ``tanh (.., e) @ U`` is every head's ``u_h^T tanh_h`` in one product."""
-    heads, width = u.shape
-    eye = torch.eye(heads, dtype=u.dtype, device=u.device)  # (H, H)
-    return (u.unsqueeze(-1) * eye.unsqueeze(1)).view(heads * width, heads)  # (e, H)
-
-
-def _split_heads(x: Tensor, heads: int) -> Tensor:
-    """``(B, N, d) -> (B, H, N, d/H)``, a view (head ``h``: channels ``h d/H : (h+1) d/H``)."""
-    return x.view(*x.shape[:2], heads, -1).transpose(1, 2)
-
-
-def _merge_heads(x: Tensor) -> Tensor:
-    """``(B, H, N, d/H) -> (B, N, d)``, the heads' channels side by side (a view for one head)."""
-    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+    @staticmethod
+    def backward(ctx, grad_context: Tensor | None, _grad_weights: None):
+        if grad_context is None:
+            return (None,) * 9
+        query, key, u, edge_vecs, edge_type, values, weights, context = ctx.saved_tensors
+        need_q, need_k, need_u, need_e, _, need_v = ctx.needs_input_grad[:6]
+        batch, n_query, dim = query.shape
+        compute, acc = query.dtype, weights.dtype  # block work in ``compute``, sums in fp32 (or fp64)
+        grad_context = grad_context.to(acc)
+        values_acc = values.to(acc)
+        # The gradient w.r.t. the tanh input is u * G, G = dL/ds * (1 - tanh^2); q_i, k_k and
+        # E[t_ik] all receive sums of it, so sum G and multiply by u once at the end.
+        grad_q = query.new_zeros(query.shape, dtype=acc)  # (B, Nq, e): sum_k G_ik
+        grad_k = key.new_zeros(key.shape, dtype=acc)  # (B, Nk, e): sum_i G_ik
+        grad_u = u.new_zeros(u.shape, dtype=acc)  # (e,): sum_ik dL/ds_ik tanh_ik
+        grad_e = edge_vecs.new_zeros(edge_vecs.shape, dtype=acc) if need_e else None  # (T, e)
+        grad_v = values.new_zeros(values.shape, dtype=acc)  # (B, Nk, d)
+        # softmax backward needs <dL/dw_i, w_i> = sum_k w_ik <dL/dh~_i, v_k> = <dL/dh~_i, h~_i>
+        # (the FlashAttention identity): one number per row, from the saved output.
+        row_dot = (grad_context * context.to(acc)).sum(dim=-1, keepdim=True)  # (B, Nq, 1)
+        buffer = query.new_empty(batch * min(ctx.block_rows, n_query) * key.shape[1] * dim)
+        for rows in _blocks(n_query, ctx.block_rows):
+            tanh = _block_tanh(buffer, query, key, edge_vecs, edge_type, rows)  # (B, r, Nk, e)
+            w = weights[:, rows]  # (B, r, Nk), in ``acc``
+            grad_out = grad_context[:, rows]  # (B, r, d)
+            if need_v:
+                grad_v.baddbmm_(w.transpose(1, 2), grad_out)  # h~ = w v  =>  dv = w^T dh~
+            # dL/ds = w * (dL/dw - <dL/dw, w>), dL/dw = dL/dh~ v^T
+            grad_s = torch.bmm(grad_out, values_acc.transpose(1, 2))  # (B, r, Nk)
+            grad_s.sub_(row_dot[:, rows]).mul_(w)
+            grad_s = grad_s.to(compute)
+            if need_u:
+                grad_u += torch.mv(tanh.reshape(-1, dim).t(), grad_s.reshape(-1))
+            # tanh_backward(g, t) = g (1 - t^2) in one pass, in place over the tanh block
+            g_pre = torch.ops.aten.tanh_backward.grad_input(grad_s.unsqueeze(-1), tanh,
+                                                            grad_input=tanh)
+            if need_q:
+                grad_q[:, rows] = g_pre.sum(dim=2)
+            if need_k:
+                # the sum over the block's rows as a batched GEMV: ~2x faster than .sum(dim=1)
+                ones = g_pre.new_ones(batch, 1, g_pre.shape[1])  # (B, 1, r)
+                rows_view = g_pre.view(batch, g_pre.shape[1], -1)  # (B, r, Nk*e)
+                if g_pre.dtype == grad_k.dtype:  # fp32: accumulate in place, no temporary per block
+                    grad_k.view(batch, 1, -1).baddbmm_(ones, rows_view)
+                else:  # bf16 block, fp32 sum (baddbmm_ needs one dtype)
+                    grad_k.view(batch, 1, -1).add_(torch.bmm(ones, rows_view))
+            if need_e:
+                grad_e.index_add_(0, edge_type[:, rows].reshape(-1), g_pre.reshape(-1, dim).to(acc))
+        u_acc = u.to(acc)
+        dq, dk, du, de, dv = ctx.dtypes
+        return (grad_q.mul_(u_acc).to(dq) if need_q else None, grad_k.mul_(u_acc).to(dk) if need_k else None,
+                grad_u.to(du) if need_u else None, grad_e.mul_(u_acc).to(de) if need_e else None, None,
+                grad_v.to(dv) if need_v else None, None, None, None)
 
 
 def _blocks(n: int, block_rows: int) -> list[slice]:
@@ -407,12 +354,35 @@ def _rows(mask: Tensor | None, rows: slice) -> Tensor | None:
     return None if mask is None else mask[:, rows]
 
 
-def _block_mask(key_mask: Tensor | None, rows: slice) -> Tensor | None:
-    """The key mask of a block of query rows: ``(B, Nk)`` as it is (broadcast over heads and rows),
-    ``(B, Nq, Nk)`` cut to the rows and viewed ``(B, 1, r, Nk)`` (broadcast over heads)."""
-    if key_mask is None or key_mask.dim() == 2:
-        return key_mask
-    return key_mask[:, rows].unsqueeze(1)
+def additive_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor,
+                       key_mask: Tensor | None = None, query_mask: Tensor | None = None,
+                       edge_vecs: Tensor | None = None, edge_type: Tensor | None = None,
+                       block_rows: int | None = None) -> tuple[Tensor, Tensor]:
+    """Additive attention in memory bounded by one block of query rows.
+
+    ``s_ik = u^T tanh(q_i + k_k [+ edge_vecs[edge_type_ik]])``, ``alpha = masked_softmax(s)``,
+    ``out_i = sum_k alpha_ik values_k``.
+
+    Args:
+        query: ``(B, Nq, e)`` per-node query-side projections ``q_i``.
+        key: ``(B, Nk, e)`` per-node key-side projections ``k_k``.
+        u: ``(e,)`` energy vector.
+        values: ``(B, Nk, d)``.
+        key_mask: ``(B, Nk)`` bool, True at keys that may be attended.
+        query_mask: ``(B, Nq)`` bool, True at real queries (other rows get zero weights).
+        edge_vecs: ``(T, e)`` one vector per edge type, or None.
+        edge_type: ``(B, Nq, Nk)`` long in ``[0, T)``, with ``edge_vecs``.
+        block_rows: query rows per block; default :func:`default_block_rows`.
+
+    Shapes:
+        returns ``out (B, Nq, d)`` and ``alpha (B, Nq, Nk)`` (not differentiable).
+    """
+    if (edge_vecs is None) != (edge_type is None):
+        raise ValueError("edge_vecs and edge_type go together")
+    if block_rows is None:
+        block_rows = default_block_rows(query.shape[0], key.shape[1], query.shape[-1])
+    return BlockwiseAdditiveAttention.apply(query, key, u, edge_vecs, edge_type, values,
+                                            key_mask, query_mask, block_rows)
 
 
 class DynamicGraphLayer(nn.Module):

@@ -2,7 +2,7 @@
 
 The layer reads in two files: this one (parameters, node projections, masks, gated update) and
 :mod:`cn3.layers.dynamic_graph` (:func:`~cn3.layers.dynamic_graph.cn3_attention`: energy, edge weights
-and messages, every head at once), which the sentence models run as well.
+and messages), which the sentence models run as well.
 """
 
 from __future__ import annotations
@@ -71,12 +71,12 @@ class DenseCN3Conv(nn.Module):
     ``add_self_loops``). A node with no key gets a zero message: ``x'_i = (1 - g_i) h_i``.
 
     The score is additive and vector-valued (GATv2's family), and the layer never builds the
-    ``(B, N, N, e)`` tensor of ``tanh`` arguments at once: on CPU it walks blocks of query rows with
-    every head in one tensor dimension (:class:`cn3.layers.dynamic_graph.BlockwiseAdditiveAttention`), on
-    CUDA it runs the fused Triton kernel (:mod:`cn3.layers.fused_energy`) exactly as the sentence models
-    do (:func:`cn3.layers.dynamic_graph.choose_impl`).
-    The kernel takes neither ``adj`` nor ``edge_attr``: with either, CUDA runs the dense
-    PyTorch path, and ``edge_attr`` costs one ``(B, N, N, e)`` tensor of projected features.
+    ``(B, N, N, e)`` tensor of ``tanh`` arguments at once: on CPU it walks blocks of query rows, head
+    by head (:class:`cn3.layers.dynamic_graph.BlockwiseAdditiveAttention`), on CUDA it runs the fused
+    Triton kernel (:mod:`cn3.layers.fused_energy`) exactly as the sentence models do
+    (:func:`cn3.layers.dynamic_graph.choose_impl`). The kernel takes neither ``adj`` nor ``edge_attr``:
+    with either, CUDA runs the dense PyTorch path, and ``edge_attr`` costs one ``(B, N, N, e)`` tensor of
+    projected features.
 
     Args:
         in_channels: input features ``F``.

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cn3.layers import BlockwiseAdditiveAttention, DynamicGraphEncoder, DynamicGraphLayer, additive_attention
+from cn3.layers import (
+    BlockwiseAdditiveAttention,
+    DynamicGraphEncoder,
+    DynamicGraphLayer,
+    additive_attention,
+    cn3_attention,
+)
 from cn3.layers.attention import padding_mask
 from tests.references import additive_attention_dense, dynamic_graph_reference
 
@@ -99,27 +105,28 @@ def test_gradcheck_blockwise_attention():
     assert torch.autograd.gradcheck(no_edges, (q, k, u, values))
 
 
-def test_gradcheck_heads_folded_with_a_key_mask_per_query():
-    """Three heads in one call, a key mask per (query, key) pair: every input's gradient, ``u (H, e/H)`` too."""
+def test_gradcheck_heads_with_a_key_mask_per_query():
+    """:func:`cn3_attention` with three heads and a key mask per (query, key) pair: every input's gradient,
+    ``u (H, e/H)`` included."""
     gen = torch.Generator().manual_seed(3)
 
     def rand(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
 
-    q, k, u, edge_vecs, values = rand(2, 4, 6), rand(2, 5, 6), rand(3, 2), rand(T, 6), rand(2, 5, 9)
-    edge_type = torch.randint(0, T, (2, 4, 5), generator=gen)
-    key_mask = torch.rand(2, 4, 5, generator=gen) > 0.3  # (B, Nq, Nk)
-    key_mask[1, 2] = False  # a query with no key
-    query_mask = torch.tensor([[True] * 4, [True, True, True, False]])
-    for block_rows in (1, 3, 4):
+    q, k, u, edge_vecs, values = rand(2, 5, 6), rand(2, 5, 6), rand(3, 2), rand(T, 6), rand(2, 5, 9)
+    edge_type = torch.randint(0, T, (2, 5, 5), generator=gen)
+    keys = torch.rand(2, 5, 5, generator=gen) > 0.3  # (B, N, N)
+    keys[1, 2] = False  # a query with no key
+    mask = torch.tensor([[True] * 5, [True, True, True, True, False]])
+    for block_rows in (1, 3, 5):
         def fn(q, k, u, edge_vecs, values):
-            return BlockwiseAdditiveAttention.apply(q, k, u, edge_vecs, edge_type, values,
-                                                    key_mask, query_mask, block_rows)[0]
+            return cn3_attention(q, k, u, values, mask, edge_vecs, edge_type, keys=keys, impl="blockwise",
+                                 block_rows=block_rows)[0]
         assert torch.autograd.gradcheck(fn, (q, k, u, edge_vecs, values))
 
 
 @pytest.mark.parametrize("block_rows", [1, 3, 64])
-def test_heads_folded_equal_one_call_per_head(block_rows):
+def test_heads_equal_one_reference_per_head(block_rows):
     """``u (H, e/H)``: head ``h`` is :func:`additive_attention_dense` on columns ``h e/H : (h+1) e/H`` of the
     projections and edge vectors and slice ``h d/H : (h+1) d/H`` of the values, its output in that slice,
     its weights at ``alpha[:, h]``; the gradients are those of the per-head references."""
@@ -130,14 +137,15 @@ def test_heads_folded_equal_one_call_per_head(block_rows):
     q, k, u, edge_vecs, values = leaves
     edge_type = torch.randint(0, T, (b, n, n), generator=gen)
     mask = padding_mask(torch.tensor([6, 4, 1]), n)
-    key_mask = (torch.rand(b, n, n, generator=gen) > 0.4) & mask[:, None, :]  # (B, Nq, Nk)
-    out, alpha = additive_attention(q, k, u, values, key_mask, mask, edge_vecs, edge_type, block_rows=block_rows)
+    keys = torch.rand(b, n, n, generator=gen) > 0.4  # (B, N, N)
+    out, alpha = cn3_attention(q, k, u, values, mask, edge_vecs, edge_type, keys=keys, impl="blockwise",
+                               block_rows=block_rows)
     assert alpha.shape == (b, heads, n, n)
     refs = []
     for h in range(heads):
         cols, vcols = slice(h * width, (h + 1) * width), slice(h * 3, (h + 1) * 3)
-        refs.append(additive_attention_dense(q[..., cols], k[..., cols], u[h], values[..., vcols], key_mask,
-                                             mask, edge_vecs[:, cols], edge_type))
+        refs.append(additive_attention_dense(q[..., cols], k[..., cols], u[h], values[..., vcols],
+                                             keys & mask[:, None, :], mask, edge_vecs[:, cols], edge_type))
         torch.testing.assert_close(out[..., vcols], refs[-1][0])
         torch.testing.assert_close(alpha[:, h], refs[-1][1])
     ref_out = torch.cat([ref[0] for ref in refs], dim=-1)
