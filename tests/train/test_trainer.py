@@ -45,14 +45,17 @@ def run(task, prepared_dir, run_dir, overrides, resume=False):
 
 
 def test_trec_learns(prepared, tmp_path):
+    # 3,000 questions x 4 epochs with Adam: test 86.8 (2026-11-29); the shipped Adadelta needs 6 full epochs
+    # for less, which cost a quarter of the default test run
     results = run("trec", prepared("trec", "none"), tmp_path / "run",
-                  ["train.epochs=6", "model.hidden=64", "model.dropout=0.2"])
-    assert results["scores"]["test"]["score"] > 75.0, results
+                  ["data.limit=3000", "train.epochs=4", "train.optimizer=adam", "train.lr=0.003", "model.hidden=64",
+                   "model.dropout=0.2"])
+    assert results["scores"]["test"]["score"] > 80.0, results
     assert results["scores"]["dev"]["metric"] == "accuracy"
     files = {p.name for p in (tmp_path / "run").iterdir()}
     assert {"config.yaml", "vocab.json", "log.txt", "metrics.jsonl", "best.pt", "latest.pt", "results.json"} <= files
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [m["epoch"] for m in metrics] == [1, 2, 3, 4, 5, 6]
+    assert [m["epoch"] for m in metrics] == [1, 2, 3, 4]
     ckpt = torch.load(tmp_path / "run" / "best.pt", weights_only=False)
     assert {"config", "model_args", "model", "optimizer", "rng", "state", "vocab", "manifest"} <= set(ckpt)
 
