@@ -190,6 +190,15 @@ def cn3_attention(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: T
         budget = BLOCK_ELEMENTS if path == "blockwise" else DENSE_ELEMENTS
         block_rows = default_block_rows(query.shape[0], query.shape[1], query.shape[-1] // heads, budget=budget)
     allowed = None if keys is None else keys & mask.unsqueeze(1)  # (B, N, N)
+    return _attend_heads(query, key, u, values, mask, allowed, edge_vecs, edge_type, block_rows)
+
+
+def _attend_heads(query: Tensor, key: Tensor, u: Tensor, values: Tensor, mask: Tensor, allowed: Tensor | None,
+                  edge_vecs: Tensor | None, edge_type: Tensor | None, block_rows: int | None) -> tuple[Tensor, Tensor]:
+    """:func:`cn3_attention`'s PyTorch paths: one :func:`_attend_rows` call per head on that head's columns
+    (shapes and arguments as there; ``allowed`` the keys each query may read, or None).
+    Returns ``out (B, N, d)`` and ``alpha (B, H, N, N)``."""
+    heads = u.shape[0]
     contexts, alphas = [], []
     for head in range(heads):
         if heads == 1:  # the projections as they are: no slicing, no copies

@@ -7,9 +7,8 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch_geometric.nn import MessagePassing
-from torch_geometric.nn.dense.linear import Linear
 from torch_geometric.typing import Adj
 from torch_geometric.utils import (
     add_self_loops,
@@ -23,7 +22,7 @@ from torch_geometric.utils import (
 )
 
 from cn3.layers.edge_weights import _FORBIDDEN
-from cn3.nn.dense_cn3_conv import check_arguments
+from cn3.nn.dense_cn3_conv import declare_parameters
 from cn3.nn.parts import CN3Parts
 
 
@@ -108,25 +107,11 @@ class CN3Conv(CN3Parts, MessagePassing):
         if edge_weights == "tree":
             raise ValueError("edge_weights='tree' (marginals over dependency trees) needs the complete graph's "
                              "dense matrix-tree computation: DenseCN3Conv serves it, CN3Conv does not")
-        energy_dim, project = check_arguments(
-            in_channels=in_channels, out_channels=out_channels, heads=heads, edge_types=edge_types,
-            edge_dim=edge_dim, energy_dim=energy_dim, dropout=dropout, project=project, edge_weights=edge_weights,
-            energy_form=energy_form)
-        self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
-        self.edge_types, self.edge_dim, self.energy_dim = edge_types, edge_dim, energy_dim
-        self.dropout, self.add_self_loops, self.fill_value = dropout, add_self_loops, fill_value
-        self.edge_weights, self.energy_form = edge_weights, energy_form
-        width = heads * out_channels  # H*C
-        # the dense layer's parameters, same names and shapes (one state_dict loads into either layer)
-        self.lin = Linear(in_channels, width, bias=False, weight_initializer="glorot") if project else None  # P
-        self.lin_query = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_q
-        self.lin_key = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_k
-        self.edge_emb = nn.Embedding(edge_types, energy_dim) if edge_types else None  # E: (T, e)
-        self.lin_edge = (Linear(edge_dim, energy_dim, bias=False, weight_initializer="glorot")
-                         if edge_dim else None)  # W_a
-        self.att = nn.Parameter(torch.empty(heads, energy_dim // heads))  # u: (H, e/H)
-        self.lin_gate = Linear(in_channels, width, bias=True, weight_initializer="glorot") if gate else None  # W_g, b_g
-        self.bias = nn.Parameter(torch.empty(width if concat else out_channels)) if bias else None
+        declare_parameters(self, in_channels=in_channels, out_channels=out_channels, heads=heads,
+                           edge_types=edge_types, edge_dim=edge_dim, energy_dim=energy_dim, concat=concat, gate=gate,
+                           dropout=dropout, bias=bias, project=project, add_self_loops=add_self_loops,
+                           edge_weights=edge_weights, energy_form=energy_form)
+        self.fill_value = fill_value
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -48,6 +48,39 @@ def check_arguments(*, in_channels: int, out_channels: int, heads: int, edge_typ
     return energy_dim, project
 
 
+def declare_parameters(module: nn.Module, *, in_channels: int, out_channels: int, heads: int, edge_types: int,
+                       edge_dim: int | None, energy_dim: int | None, concat: bool, gate: bool, dropout: float,
+                       bias: bool, project: bool | None, add_self_loops: bool, edge_weights: str,
+                       energy_form: str) -> None:
+    """Checks the arguments (:func:`check_arguments`) and declares CN3's parameters on ``module``, the same
+    names and shapes for :class:`DenseCN3Conv` and :class:`~cn3.nn.CN3Conv` (one ``state_dict`` loads into
+    either): ``lin`` ``P`` or None, ``lin_query`` ``W_q``, ``lin_key`` ``W_k``, ``edge_emb`` ``E (T, e)``,
+    ``lin_edge`` ``W_a``, ``att`` ``u (H, e/H)``, ``lin_gate`` ``W_g, b_g``, ``bias``.
+
+    Raises:
+        ValueError: as :func:`check_arguments`.
+    """
+    energy_dim, project = check_arguments(
+        in_channels=in_channels, out_channels=out_channels, heads=heads, edge_types=edge_types,
+        edge_dim=edge_dim, energy_dim=energy_dim, dropout=dropout, project=project, edge_weights=edge_weights,
+        energy_form=energy_form)
+    module.in_channels, module.out_channels, module.heads, module.concat = in_channels, out_channels, heads, concat
+    module.edge_types, module.edge_dim, module.energy_dim = edge_types, edge_dim, energy_dim
+    module.dropout, module.add_self_loops = dropout, add_self_loops
+    module.edge_weights, module.energy_form = edge_weights, energy_form
+    width = heads * out_channels  # H*C
+    # in_channels=-1: lazy, the input projections take their width at the first call (PyG's convention)
+    module.lin = Linear(in_channels, width, bias=False, weight_initializer="glorot") if project else None  # P
+    module.lin_query = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_q
+    module.lin_key = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_k
+    module.edge_emb = nn.Embedding(edge_types, energy_dim) if edge_types else None  # E: (T, e)
+    module.lin_edge = (Linear(edge_dim, energy_dim, bias=False, weight_initializer="glorot")
+                       if edge_dim else None)  # W_a
+    module.att = nn.Parameter(torch.empty(heads, energy_dim // heads))  # u: (H, e/H), row h is u_h
+    module.lin_gate = Linear(in_channels, width, bias=True, weight_initializer="glorot") if gate else None  # W_g, b_g
+    module.bias = nn.Parameter(torch.empty(width if concat else out_channels)) if bias else None
+
+
 class DenseCN3Conv(nn.Module):
     r"""The CN3 layer (Liu et al., "Contextualized Non-local Neural Networks for Sequence Learning",
     AAAI 2019) on dense batches: every node learns a soft graph over the nodes it may attend, takes
@@ -125,25 +158,11 @@ class DenseCN3Conv(nn.Module):
         super().__init__()
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
-        energy_dim, project = check_arguments(
-            in_channels=in_channels, out_channels=out_channels, heads=heads, edge_types=edge_types,
-            edge_dim=edge_dim, energy_dim=energy_dim, dropout=dropout, project=project, edge_weights=edge_weights,
-            energy_form=energy_form)
-        self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
-        self.edge_types, self.edge_dim, self.energy_dim = edge_types, edge_dim, energy_dim
-        self.dropout, self.add_self_loops, self.impl = dropout, add_self_loops, impl
-        self.edge_weights, self.energy_form = edge_weights, energy_form
-        width = heads * out_channels  # H*C
-        # in_channels=-1: lazy, the input projections take their width at the first call (PyG's convention)
-        self.lin = Linear(in_channels, width, bias=False, weight_initializer="glorot") if project else None  # P
-        self.lin_query = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_q
-        self.lin_key = Linear(in_channels, energy_dim, bias=False, weight_initializer="glorot")  # W_k
-        self.edge_emb = nn.Embedding(edge_types, energy_dim) if edge_types else None  # E: (T, e)
-        self.lin_edge = (Linear(edge_dim, energy_dim, bias=False, weight_initializer="glorot")
-                         if edge_dim else None)  # W_a
-        self.att = nn.Parameter(torch.empty(heads, energy_dim // heads))  # u: (H, e/H), row h is u_h
-        self.lin_gate = Linear(in_channels, width, bias=True, weight_initializer="glorot") if gate else None  # W_g, b_g
-        self.bias = nn.Parameter(torch.empty(width if concat else out_channels)) if bias else None
+        declare_parameters(self, in_channels=in_channels, out_channels=out_channels, heads=heads,
+                           edge_types=edge_types, edge_dim=edge_dim, energy_dim=energy_dim, concat=concat, gate=gate,
+                           dropout=dropout, bias=bias, project=project, add_self_loops=add_self_loops,
+                           edge_weights=edge_weights, energy_form=energy_form)
+        self.impl = impl
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
