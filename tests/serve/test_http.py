@@ -31,7 +31,11 @@ def exchange(server, data: bytes, timeout: float = 10.0, reset_ok: bool = False)
     chunks = []
     with socket.create_connection(server.server_address, timeout=timeout) as sock:
         sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:  # ENOTCONN: the reset came before the half-close; its answer is still read below
+            if not reset_ok:
+                raise
         try:
             while chunk := sock.recv(65536):
                 chunks.append(chunk)
