@@ -19,7 +19,7 @@ from cn3.runs.layout import RunDir
 from cn3.train.checkpoint import Checkpoint
 from cn3.train.kinds import TRANSLATION_CHECKPOINT
 from cn3.util.console import progress
-from cn3.util.errors import RunError
+from cn3.util.errors import ConfigError, RunError
 
 
 def bleu_score(hyps: list[str], refs: list[str]) -> tuple[float, str]:
@@ -51,7 +51,10 @@ def load_run(path: str | Path, device: torch.device, which: str = "best") -> Loa
     ckpt = Checkpoint.load(ckpt_path)
     if ckpt.kind != TRANSLATION_CHECKPOINT:
         raise RunError(f"{ckpt_path} is not an NMT checkpoint (this command reads runs of cn3 nmt train)")
-    cfg = config_from_dict(upgrade_nmt_config(ckpt.config, ckpt.cn3_version))
+    try:
+        cfg = config_from_dict(upgrade_nmt_config(ckpt.config, ckpt.cn3_version))
+    except ConfigError as err:  # the checkpoint's own config: say which checkpoint
+        raise ConfigError(f"{ckpt_path}: its recorded config does not load here: {err}") from None
     model = Seq2Seq(cfg.model, ModelArgs(**ckpt.model_args))
     model.load_state_dict(ckpt.model)
     model.to(device).eval()

@@ -37,14 +37,22 @@ class LoadedModel:
 
 
 def load_model(run: RunDir, device: torch.device, which: str = "best") -> LoadedModel:
-    """Rebuild a trained model from its self-describing checkpoint (its ``model`` weights)."""
+    """Rebuild a trained model from its self-describing checkpoint (its ``model`` weights).
+
+    Raises:
+        RunError: no checkpoint; ConfigError: the checkpoint's config (named by its path) has a key or
+        value this version does not know.
+    """
     from data_prep.vocab import Vocab
 
     run.require()
     path = run.best if which == "best" and run.best.is_file() else run.latest
     ckpt = Checkpoint.load(path)
     check_sentence_run(ckpt.config, ckpt.cn3_version, str(path))
-    config = from_dict(RunConfig, upgrade_sentence_config(ckpt.config, ckpt.cn3_version))
+    try:
+        config = from_dict(RunConfig, upgrade_sentence_config(ckpt.config, ckpt.cn3_version))
+    except ConfigError as err:  # the checkpoint's own config: say which checkpoint
+        raise ConfigError(f"{path}: its recorded config does not load here: {err}") from None
     model = SentenceGraphModel(config.model, ModelArgs(**ckpt.model_args))
     model.load_state_dict(ckpt.model)
     model.to(device).eval()

@@ -34,7 +34,7 @@ import unicodedata
 
 import numpy as np
 
-from cn3.serve.runs import Grid, ServedRun
+from cn3.serve.runs import Grid, ServedRun, name_runs
 from cn3.util.errors import ArgumentError, Cn3Error, DataError
 
 #: the largest request body read (bytes)
@@ -64,6 +64,7 @@ class ServeApp:
 
     def __init__(self, runs: list[ServedRun], max_words: int = 120, grid: Grid | None = None):
         self.runs = {run.id: run for run in runs}
+        name_runs(runs)
         self.max_words = max_words
         self.grid = grid
         self._items: dict = {}  # (run id, split) -> cached items of the split (cn3.serve.items)
@@ -72,6 +73,7 @@ class ServeApp:
     def add_runs(self, runs: list[ServedRun]) -> None:
         """Serve ``runs`` too (``cn3 serve`` binds its port first, then loads the models)."""
         self.runs.update((run.id, run) for run in runs)
+        name_runs(list(self.runs.values()))
 
     # ---- dispatch ---------------------------------------------------------------------------
 
@@ -146,7 +148,7 @@ class ServeApp:
         runs = [self.run(i) for i in ids]
         text, pretokenized = request_text(request)
         views = [{"run": run.id, **self.view_of(run, text, pretokenized)} for run in runs]
-        difference, reason = graph_difference(*views, names=[run.path.name for run in runs])
+        difference, reason = graph_difference(*views, names=[run.name for run in runs])
         return {"views": views, "difference": difference, "difference_reason": reason}
 
     def items(self, query: dict) -> dict:

@@ -47,7 +47,7 @@ def run_page(run) -> dict:
             split, _, metric = key.partition("_")
             curves.append({"step": int(record["step"]), "split": split,
                            "metric": metric or str(record.get("metric", "score")), "value": float(value)})
-    return {"name": run.path.name, "config": config, "results": run.results(), "curves": curves}
+    return {"name": run.name, "config": config, "results": run.results(), "curves": curves}
 
 
 class ItemsUnavailable(Cn3Error):
@@ -71,11 +71,11 @@ def split_items(cache: dict, run, split: str) -> dict:
         predictions = load_predictions(run.path, split)
         dataset = load_prepared(run_prepared_dir(run.model)).splits[split]
     except (RunError, ConfigError, DataError, KeyError) as err:
-        raise ItemsUnavailable(f"{run.path.name} has no items of {split} here: {err}") from None
+        raise ItemsUnavailable(f"{run.name} has no items of {split} here: {err}") from None
     limit = run.model.config.data.limit
     dataset = dataset.spread(limit) if limit else dataset
     if len(dataset) != len(predictions.gold):
-        raise ItemsUnavailable(f"{run.path.name}: its {split} predictions ({len(predictions.gold)}) and prepared "
+        raise ItemsUnavailable(f"{run.name}: its {split} predictions ({len(predictions.gold)}) and prepared "
                                f"items ({len(dataset)}) differ")
     cache[key] = {"dataset": dataset, "gold": predictions.gold, "pred": predictions.pred, "stats": None}
     return cache[key]
@@ -119,7 +119,7 @@ def select_items(cache: dict, run, other, split: str, order: str, limit: int, er
     mine = split_items(cache, run, split)
     theirs = split_items(cache, other, split) if other is not None else None
     if theirs is not None and theirs["gold"] != mine["gold"]:
-        raise ItemsUnavailable(f"{run.path.name} and {other.path.name} were scored on different {split} items")
+        raise ItemsUnavailable(f"{run.name} and {other.name} were scored on different {split} items")
     if mine["stats"] is None:
         with torch.no_grad():
             mine["stats"] = graph_stats(run, mine["dataset"])

@@ -41,6 +41,12 @@ class ServedRun:
     heads: int = 1
     notes: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """What the page and the messages call the run: ``label`` (:func:`name_runs`) or the directory's name."""
+        return self.label or self.path.name
 
     @property
     def encoder(self) -> str:
@@ -81,7 +87,7 @@ class ServedRun:
         from cn3.serve.views import LEVELS
 
         level = LEVELS[self.manifest["level"]] if self.kind == "sentence" else None
-        return {"id": self.id, "name": self.path.name, "kind": self.kind, "task": self.task(), "level": level,
+        return {"id": self.id, "name": self.name, "kind": self.kind, "task": self.task(), "level": level,
                 "encoder": self.encoder, "layers": self.layers, "heads": self.heads, "graph": self.graph,
                 "labels": self.labels(), "scores": self.scores(), "notes": self.notes}
 
@@ -102,6 +108,20 @@ def load_served(path: Path, run_id: str, device: torch.device) -> ServedRun:
         served.vectors = _vectors(served)
     served.layers, served.heads = _depth(served)
     return served
+
+
+def name_runs(runs: list[ServedRun]) -> None:
+    """Give each run the shortest tail of its path that no other served run shares: a grid's cells are
+    all called ``seed1``, so ``trec/tree/seed1`` and ``trec/parse/seed1`` tell them apart. The same
+    directory served twice keeps its whole path."""
+    for run in runs:
+        parts = Path(run.path).absolute().parts
+        others = [Path(o.path).absolute().parts for o in runs if o is not run]
+        for depth in range(1, len(parts) + 1):
+            tail = parts[-depth:]
+            if all(other[-depth:] != tail for other in others):
+                break
+        run.label = "/".join(tail)
 
 
 def _vectors(served: ServedRun):

@@ -79,3 +79,13 @@ def test_resuming_a_run_of_an_older_release_says_so(tmp_path):
     with pytest.raises(ConfigError, match="probably written by another release") as err:
         open_run(RunConfig(), tmp_path, resume=True, device_name="cpu", resumable=RESUMABLE_CHANGES)
     assert "vectors_vocab" in str(err.value)
+
+
+def test_a_checkpoint_whose_config_has_an_unknown_key_is_named_in_the_error(tmp_path):
+    """A run written by a build with a key this one lacks: the message names the checkpoint file and the key."""
+    run = RunDir(tmp_path)
+    torch.save({"cn3_version": cn3.__version__,
+                "config": {"data": {"task": "trec"}, "model": {"encoder": "cn3", "hub_bound": 2.0}}}, run.best)
+    with pytest.raises(ConfigError) as err:
+        load_model(run, torch.device("cpu"))
+    assert str(err.value).startswith(f"{run.best}: its recorded config does not load here: unknown key 'model.hub_bound'")

@@ -451,3 +451,19 @@ def test_a_grid_directory_serves_its_finished_runs_and_report(serve_runs, tmp_pa
     for name in ("../secret.png", "../../secret.png", str(tmp_path / "secret.png"), "report.md"):
         with pytest.raises(Exception, match="no such image"):
             app.grid_image(name)
+
+
+def test_runs_are_named_by_the_shortest_path_tail_no_other_run_shares(tmp_path):
+    """A grid's cells are all ``seed1``: the page must still tell them apart (and messages name them so)."""
+    from cn3.serve.runs import ServedRun, name_runs
+
+    def run(*parts):
+        return ServedRun("r", tmp_path.joinpath(*parts), "sentence", model=None, device=CPU)
+
+    runs = [run("g", "trec", "tree", "seed1"), run("g", "trec", "parse", "seed1"), run("g", "sick", "parse", "seed1"),
+            run("other-run"), run("g", "trec", "tree", "seed2")]
+    name_runs(runs)
+    assert [r.name for r in runs] == ["tree/seed1", "trec/parse/seed1", "sick/parse/seed1", "other-run", "seed2"]
+    alone = [run("x", "seed1")]
+    name_runs(alone)
+    assert alone[0].name == "seed1"

@@ -275,6 +275,10 @@ def test_pair_tagging_and_translation_runs(page, serve_ids):
     assert [h.text.split(":")[0] for h in page.all(".side h3")] == ["premise", "hypothesis"]
     assert len(page.all("svg.arcs")) == 2
     page.screenshot("pair")
+    page.find("#text2").clear()
+    page.find("#go").click()
+    page.wait.until(lambda d: page.find("#error").is_displayed())
+    assert page.find("#error").text == "Type a hypothesis too: this run reads sentence pairs."
 
     tokens = ["1.", "Germany", "beat", "U.S.", "in", "New", "York", "(", "AP", ")"]
     page.show(serve_ids["conll2003"], " ".join(tokens), pretokenized=True)
