@@ -334,7 +334,7 @@ def prepare(settings: PrepareSettings) -> PrepareResult:
         current = previous and previous.get("fingerprint") == inputs.fingerprint and _is_complete(out, previous)
         if current and not settings.force:
             return PrepareResult(out, previous, up_to_date=True)
-        _check_output(out, previous)
+        _check_output(out, previous, inputs.spec.name)
         data = _read_data(inputs, settings)
         manifest = _write_dataset(inputs, settings, data)
         return PrepareResult(out, manifest, up_to_date=False)
@@ -364,13 +364,18 @@ def _inputs(settings: PrepareSettings) -> _Inputs:
     return _Inputs(spec, root, out, source_paths, sources, annotator, max_len, emb_hash, fingerprint)
 
 
-def _check_output(out: Path, previous: dict | None) -> None:
-    """Refuse to replace anything but a directory that is empty or holds a cn3 dataset."""
+def _check_output(out: Path, previous: dict | None, task: str) -> None:
+    """Refuse to replace anything but a directory that is empty or holds a cn3 dataset; a folder of
+    prepared tasks (``prepared/`` instead of ``prepared/trec``) is named as one."""
     if out.exists() and not out.is_dir():
         raise DataError("output path exists and is not a directory", out)
     if out.is_dir() and previous is None and any(out.iterdir()):
-        raise DataError("output directory is not empty and holds no cn3 manifest; refusing to overwrite it "
-                        "(choose another --out)", out)
+        tasks = sorted(p.name for p in out.iterdir() if (p / "manifest.json").is_file())
+        hint = (f"; it holds prepared tasks ({', '.join(tasks)}): give the task's own, "
+                f"{out / (task if task in tasks else tasks[0])}"
+                if tasks else " (choose another --out)")
+        raise DataError(f"output directory is not empty and holds no cn3 manifest; refusing to overwrite it{hint}",
+                        out)
 
 
 def _read_data(inputs: _Inputs, settings: PrepareSettings) -> _Data:

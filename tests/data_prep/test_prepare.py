@@ -216,6 +216,17 @@ def test_refuses_to_overwrite_a_foreign_directory(tmp_path, data_root):
     assert (out / "notes.txt").read_text() == "precious"
 
 
+def test_a_folder_of_prepared_tasks_is_named_as_one(tmp_path, data_root):
+    """``--prepared prepared`` where ``prepared/trec`` was meant: the message names the task's own folder."""
+    out = tmp_path / "prepared"
+    for task in ("sick", "trec"):
+        (out / task).mkdir(parents=True)
+        (out / task / "manifest.json").write_text("{}")
+    with pytest.raises(DataError, match=r"holds prepared tasks \(sick, trec\): give the task's own, .*prepared/trec"):
+        prepare(PrepareSettings(task="trec", data=data_root, out=out, annotator="none"))
+    assert sorted(p.name for p in out.iterdir()) == ["sick", "trec"]
+
+
 def test_written_files_are_ordinary_files(trec):
     import os
     import stat
