@@ -258,6 +258,10 @@ def request_text(request: dict) -> tuple[object, bool]:
     return request["text"], pretokenized
 
 
+def _layers(count: int) -> str:
+    return "1 layer" if count == 1 else f"{count} layers"
+
+
 def graph_difference(a: dict, b: dict, names: list[str] | None = None) -> tuple[list | None, str | None]:
     """``b - a`` of the head-averaged matrices per side, for the layers both runs have, and a note
     (``None`` when the runs have the same depth); ``(None, why not)`` when the sides' tokens differ, a
@@ -273,9 +277,9 @@ def graph_difference(a: dict, b: dict, names: list[str] | None = None) -> tuple[
         return None, "a run's rows are not words (SelfAtt1's annotation hops)"
     depths = [len(v["sides"][0]["layers"]) for v in (a, b)]
     names = names or [a["run"], b["run"]]
+    shared = "layer 1, which both have" if min(depths) == 1 else f"layers 1-{min(depths)}, which both have"
     note = None if depths[0] == depths[1] else (
-        f"{names[0]} has {depths[0]} layer(s) and {names[1]} {depths[1]}: the difference covers layer(s) 1-"
-        f"{min(depths)}, which both have")
+        f"{names[0]} has {_layers(depths[0])} and {names[1]} {_layers(depths[1])}: the difference covers {shared}")
     difference = []
     for sa, sb in zip(a["sides"], b["sides"]):
         for la, lb in zip(sa["layers"], sb["layers"]):  # zip: the layers both have

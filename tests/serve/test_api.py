@@ -334,7 +334,12 @@ def test_compare_two_runs(serve_app, serve_ids):
     depths = [len(v["sides"][0]["layers"]) for v in answer["views"]]
     assert status == 200 and depths[0] != depths[1], depths  # runs of different depths: the layers both have
     assert [d["layer"] for d in answer["difference"]] == list(range(min(depths)))
-    assert f"{serve_app.runs[a].path.name} has {depths[0]} layer(s)" in answer["difference_reason"]
+    plural = {1: "1 layer"}
+    shared = "layer 1" if min(depths) == 1 else f"layers 1-{min(depths)}"
+    assert answer["difference_reason"] == (
+        f"{serve_app.runs[a].name} has {plural.get(depths[0], f'{depths[0]} layers')} and "
+        f"{serve_app.runs[serve_ids['conll2003']].name} {plural.get(depths[1], f'{depths[1]} layers')}: "
+        f"the difference covers {shared}, which both have")
     for d, la, lb in zip(answer["difference"], *(v["sides"][0]["layers"] for v in answer["views"])):
         expected = np.asarray(lb["heads"]).mean(0) - np.asarray(la["heads"]).mean(0)
         np.testing.assert_allclose(d["matrix"], expected, atol=1e-4)
