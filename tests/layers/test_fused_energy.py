@@ -311,23 +311,45 @@ def _sm90_script():
     return module
 
 
+def _sm90_rows(script, name: str, precision: str, monkeypatch) -> list[dict]:
+    """The rows of ``script.usage`` for kernel ``name``: every config in IEEE fp32; in TF32 and bf16 only
+    the configs the checks below read (the key-side backward's tiles up to 512 pairs; the other kernels'
+    configs in order up to the first spill-free one), one config at a time."""
+    if precision == "ieee":
+        return script.usage(name, precision)
+    kernel, _ = script.kernels()[name]
+    rows: list[dict] = []
+    for config in list(kernel.configs):
+        if name == "_attn_bwd_kv" and config.kwargs["BM"] * config.kwargs["BN"] > 512:
+            continue
+        if name != "_attn_bwd_kv" and any(not row["spills"] for row in rows):
+            break
+        with monkeypatch.context() as patch:
+            patch.setattr(kernel, "configs", [config])
+            rows += script.usage(name, precision)
+    return rows
+
+
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-@pytest.mark.slow  # 21 configs a precision through Triton's compiler and ptxas: 1-2 min each (seconds when cached)
+@pytest.mark.slow  # IEEE's 21 configs through Triton's compiler and ptxas: 30-40 s, TF32's and bf16's few 10-15 s
 @pytest.mark.parametrize("precision", ["ieee", "tf32", "bf16"])
-def test_configs_compile_for_sm90(precision):
-    """Every candidate tile of the three kernels through Triton's whole compiler for sm_90 at the
+def test_configs_compile_for_sm90(precision, monkeypatch):
+    """The candidate tiles of the three kernels through Triton's whole compiler for sm_90 at the
     bench's widths (e 100, d 300, one head, edge types), in IEEE fp32 (torch's default), TF32 and bf16
     products, no GPU needed. The autotuner times only the configs that spill nothing, all of them
     when every one spills: so each kernel must have a spill-free config (at most 255 registers, no
     stack, no local memory), and the key-side backward every tile up to 512 pairs (the spill the
-    IEEE products had in all seven). Prints the table docs/gpu.md records."""
+    IEEE products had in all seven). IEEE compiles every tile and prints the table docs/gpu.md
+    records; TF32 and bf16 compile only the tiles that decide those two checks (:func:`_sm90_rows`:
+    all 21 took 50 s a precision with a cold Triton cache; ``scripts/sm90_spills.py`` prints their
+    tables)."""
     pytest.importorskip("triton.backends.nvidia", reason="Triton without its NVIDIA backend")
     from cn3.layers.triton_common import INTERPRETING  # noqa: PLC0415
     if INTERPRETING:
         pytest.skip("this process runs Triton's interpreter")
     script = _sm90_script()
     for name in ("_attn_fwd", "_attn_bwd_kv", "_attn_bwd_q"):
-        rows = script.usage(name, precision)
+        rows = _sm90_rows(script, name, precision, monkeypatch)
         print(name, precision, *rows, sep="\n  ")
         timed = [row for row in rows if not row["spills"]] or rows  # what the runtime prune keeps
         for row in timed:
