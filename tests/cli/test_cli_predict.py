@@ -18,7 +18,7 @@ runner = CliRunner()
 TINY = ["--set", "model.hidden=16", "--set", "model.energy_dim=8", "--set", "model.mlp_hidden=16",
         "--set", "model.char=none", "--set", "model.pos_dim=0", "--set", "model.spell_dim=0",
         "--set", "data.limit=200", "--set", "train.epochs=1", "--set", "train.max_steps=20",
-        "--set", "data.embeddings=null"]
+        "--set", "data.embeddings=null", "--set", "train.num_threads=1"]
 # Enough CoNLL-2000 updates (a few seconds) for peaked marginals, so the p >= 0.01 cut leaves tags out.
 TAGGER = [*TINY, "--set", "data.limit=400", "--set", "train.max_steps=50", "--set", "train.epochs=50",
           "--set", "train.lr=0.03"]
@@ -30,16 +30,22 @@ def invoke(*args):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, data_root):
+    """The two tiny runs, trained on one torch thread (two stalled each other in OpenMP's barriers on a
+    loaded 2-core machine: tests/train/test_trainer.py); the thread count is restored after."""
     base = tmp_path_factory.mktemp("predict")
     out = {}
-    for task, settings in (("trec", TINY), ("conll2000", TAGGER)):
-        prepared = base / task
-        prepare(PrepareSettings(task=task, data=data_root, out=prepared, annotator="none"))
-        run = base / f"run-{task}"
-        result = invoke("train", "--task", task, "--prepared", prepared, "--run-dir", run, "--device", "cpu",
-                        *settings)
-        assert result.exit_code == 0, result.output
-        out[task] = run
+    threads = torch.get_num_threads()
+    try:
+        for task, settings in (("trec", TINY), ("conll2000", TAGGER)):
+            prepared = base / task
+            prepare(PrepareSettings(task=task, data=data_root, out=prepared, annotator="none"))
+            run = base / f"run-{task}"
+            result = invoke("train", "--task", task, "--prepared", prepared, "--run-dir", run, "--device", "cpu",
+                            *settings)
+            assert result.exit_code == 0, result.output
+            out[task] = run
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
