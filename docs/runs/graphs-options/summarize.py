@@ -58,12 +58,17 @@ def fmt(values: list[float], name: str) -> str:
     return f"{statistics.mean(values):.{digits}f}{unit} ± {statistics.stdev(values):.{digits}f}"
 
 
+def pvalue(p: float) -> str:
+    """Two decimals, or two significant digits below 0.01 (a permutation p is never 0)."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
+
+
 def comparison(row: dict) -> str:
     test = row.get("test")
     if not test:
         return "(baseline)" if row["variant"] == "softmax" else "–"
-    return (f"{test['difference']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}] p {test['p_holm']:.2f}, "
-            f"Welch {test['welch_p']:.2f} (detectable {test['welch_detectable']:.2f})")
+    return (f"{test['difference']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}] p {pvalue(test['p_holm'])}, "
+            f"Welch {pvalue(test['welch_p'])} (detectable {test['welch_detectable']:.2f})")
 
 
 def not_worse(row: dict) -> bool | None:
@@ -126,7 +131,7 @@ def verdict(summary: dict, variant: str) -> str:
             continue
         if not entry["not_worse"]:
             missed.append(f"{task}: worse than softmax ({entry['test']['difference']:+.2f}, "
-                          f"Holm p {entry['test']['p_holm']:.3f})")
+                          f"Holm p {pvalue(entry['test']['p_holm'])})")
         for name, result in entry["criteria"].items():
             if result is None:
                 missed.append(f"{task}: {name} not measured")
