@@ -11,6 +11,10 @@ from typer.testing import CliRunner
 from cli.main import app
 from data_prep.prepare import PrepareSettings, prepare
 
+# one torch thread for the module's tiny in-process trainings (two stalled each other in OpenMP's barriers
+# on a loaded 2-core machine: tests/train/test_trainer.py); conftest's fixture restores the count after
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 runner = CliRunner()
 TINY = ["--set", "model.hidden=16", "--set", "model.energy_dim=8", "--set", "model.mlp_hidden=16",
         "--set", "model.char=none", "--set", "model.pos_dim=0", "--set", "model.spell_dim=0",
