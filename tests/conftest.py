@@ -36,6 +36,20 @@ def missing_staged_data(path: Path) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """The session's in-process work runs on one torch thread (a run's ``train.num_threads`` or a test may
+    set another): the suite's models are tiny, and two OpenMP threads on a loaded machine stall each
+    other at every barrier (a resume test took 108 s with two threads, 4 s with one, on a loaded 2-core
+    machine). Subprocesses keep torch's default."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def vectors_cache(tmp_path_factory):
     """Tests never write the user's cache: word vectors (``data_prep.embeddings``) are cached in a
     directory of the session, inherited by the CLI subprocesses that tests start."""
