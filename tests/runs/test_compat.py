@@ -88,4 +88,5 @@ def test_a_checkpoint_whose_config_has_an_unknown_key_is_named_in_the_error(tmp_
                 "config": {"data": {"task": "trec"}, "model": {"encoder": "cn3", "hub_bound": 2.0}}}, run.best)
     with pytest.raises(ConfigError) as err:
         load_model(run, torch.device("cpu"))
-    assert str(err.value).startswith(f"{run.best}: its recorded config does not load here: unknown key 'model.hub_bound'")
+    assert str(err.value).startswith(
+        f"{run.best}: its recorded config does not load here: unknown key 'model.hub_bound'")

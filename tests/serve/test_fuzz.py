@@ -26,6 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.serve.test_cli_serve import stop
+
 pytestmark = pytest.mark.slow  # the session's runs train first (about 30 s on one core)
 
 #: statuses an answer may have besides 200
@@ -173,12 +175,7 @@ def serve_process(runs: list[Path], log: Path) -> Iterator[tuple[subprocess.Pope
             drain.start()  # the request log, so that the pipe never fills
             yield process, found.group(1)
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+            stop(process)
             if drain.is_alive():
                 drain.join(10)
 
