@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,18 +37,27 @@ def missing_staged_data(path: Path) -> None:
     pytest.skip(message)
 
 
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` inside, the previous count restored on leaving."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """The session's in-process work runs on one torch thread (a run's ``train.num_threads`` or a test may
     set another): the suite's models are tiny, and two OpenMP threads on a loaded machine stall each
     other at every barrier (a resume test took 108 s with two threads, 4 s with one, on a loaded 2-core
     machine). Subprocesses keep torch's default."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -100,10 +111,7 @@ def load_real(data_root):
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """Tiny tensors: one torch thread avoids OpenMP overhead (and contention on shared CI machines)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    """Tiny tensors: one torch thread avoids OpenMP overhead (and contention on shared CI machines); the
+    module's in-process trainings may set another (``train.num_threads``), restored after the module."""
+    with torch_threads(1):
+        yield

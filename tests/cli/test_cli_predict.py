@@ -29,23 +29,19 @@ def invoke(*args):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, data_root):
+def runs(tmp_path_factory, data_root, one_thread):
     """The two tiny runs, trained on one torch thread (two stalled each other in OpenMP's barriers on a
-    loaded 2-core machine: tests/train/test_trainer.py); the thread count is restored after."""
+    loaded 2-core machine: tests/train/test_trainer.py); ``one_thread`` restores the count after."""
     base = tmp_path_factory.mktemp("predict")
     out = {}
-    threads = torch.get_num_threads()
-    try:
-        for task, settings in (("trec", TINY), ("conll2000", TAGGER)):
-            prepared = base / task
-            prepare(PrepareSettings(task=task, data=data_root, out=prepared, annotator="none"))
-            run = base / f"run-{task}"
-            result = invoke("train", "--task", task, "--prepared", prepared, "--run-dir", run, "--device", "cpu",
-                            *settings)
-            assert result.exit_code == 0, result.output
-            out[task] = run
-    finally:
-        torch.set_num_threads(threads)
+    for task, settings in (("trec", TINY), ("conll2000", TAGGER)):
+        prepared = base / task
+        prepare(PrepareSettings(task=task, data=data_root, out=prepared, annotator="none"))
+        run = base / f"run-{task}"
+        result = invoke("train", "--task", task, "--prepared", prepared, "--run-dir", run, "--device", "cpu",
+                        *settings)
+        assert result.exit_code == 0, result.output
+        out[task] = run
     return out
 
 

@@ -559,8 +559,9 @@
     const run = currentRun();
     if (!run) throw new Error("No run is loaded.");
     const text = queryText(run);
-    if (!String([].concat(text)[0]).trim()) throw new Error(run.level === "pair" ? "Type a premise first." : "Type a sentence first.");
-    if (run.level === "pair" && !text[1].trim()) throw new Error("Type a hypothesis too: this run reads sentence pairs.");
+    const pair = run.level === "pair";
+    if (!(pair ? text[0] : text).trim()) throw new Error(pair ? "Type a premise first." : "Type a sentence first.");
+    if (pair && !text[1].trim()) throw new Error("Type a hypothesis too: this run reads sentence pairs.");
     const other = $("other").value;
     // an item's text is sent as its tokens while it stays untouched; the box is not ticked for what comes next
     const pretokenized = $("pretokenized").checked || (state.itemText !== null && $("text").value === state.itemText);
